@@ -1,0 +1,94 @@
+"""The `soak` command: argument handling only; each sub-command calls into its stage's module."""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from soak.errors import BadInput
+
+
+class SoakGroup(click.Group):
+    """Turns BadInput from any stage into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BadInput as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=SoakGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="soak")
+def main() -> None:
+    """Soak-test a self-hosted LLM stack overnight: delegated coding tasks, real tests, a morning report.
+
+    Main use: `soak run --hours 8`, then `soak report`, then `soak route`.
+    """
+
+
+SUITE_HELP = "Suites, comma-separated: builtin, humaneval, exercism:PATH, dir:PATH."
+
+
+# --- tasks -------------------------------------------------------------------------------------
+
+
+@main.group()
+def tasks() -> None:
+    """List and validate task suites."""
+
+
+@tasks.command("list")
+@click.option("--suite", default="builtin", show_default=True, help=SUITE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per task, one per line.")
+def tasks_list(suite: str, as_json: bool) -> None:
+    """Print id, difficulty and tags of every task in the suites."""
+    from soak.tasks import load_suites
+    from soak.tasks.validate import print_task_table
+
+    selected = load_suites(suite)
+    if as_json:
+        for task in selected:
+            click.echo(json.dumps(task.model_dump(include={"id", "title", "difficulty", "tags", "suite", "entry"})))
+    else:
+        print_task_table(selected)
+
+
+@tasks.command("validate")
+@click.option("--suite", default="builtin", show_default=True, help=SUITE_HELP)
+@click.option("--jobs", "-j", default=2, show_default=True, help="Sandbox runs in parallel.")
+def tasks_validate(suite: str, jobs: int) -> None:
+    """Prove every task sound: the reference passes, the stub (and wrong.py) fail. Exit 1 on any broken task."""
+    from soak.tasks import load_suites
+    from soak.tasks.validate import validate_tasks
+
+    ok = validate_tasks(load_suites(suite), jobs=jobs)
+    sys.exit(0 if ok else 1)
+
+
+# --- check -------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--task", "task_ref", required=True, help="Task id (builtin/humaneval) or a task folder.")
+@click.option("--suite", default="builtin,humaneval", show_default=True, help=SUITE_HELP)
+@click.option("--solution", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
+def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
+    """Judge one solution file against a task's tests in the sandbox. Exit 0 pass, 1 not."""
+    from soak.sandbox import judge
+    from soak.tasks import find_task
+
+    verdict = judge(find_task(task_ref, suite), solution.read_text(errors="replace"))
+    if as_json:
+        click.echo(verdict.model_dump_json())
+    else:
+        click.echo(
+            f"{verdict.outcome}: {verdict.tests_passed}/{verdict.tests_total} tests passed"
+            f" in {verdict.duration_s:.2f} s ({verdict.isolation})"
+        )
+        if verdict.outcome != "pass":
+            click.echo(f"{verdict.error_kind}\n{verdict.error_tail}")
+    sys.exit(0 if verdict.outcome == "pass" else 1)

@@ -1,0 +1,157 @@
+"""`soak.toml`: one pydantic tree, validated with readable errors, redacted before it is recorded."""
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soak.errors import BadInput
+
+SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Endpoint(Strict):
+    """One OpenAI-compatible endpoint that a role can use."""
+
+    base_url: str
+    """e.g. http://127.0.0.1:8000/v1"""
+    model: str
+    """Model name sent in each request."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key; the key itself never enters a file."""
+    stream: bool = True
+    """Stream responses; set false for servers that cannot stream tool calls (llama-cpp-python)."""
+    max_tokens: int = 2048
+    """Completion tokens per call."""
+    temperature: float = 0.2
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Extra request fields, e.g. {reasoning_effort = "low"} or {chat_template_kwargs = {...}}."""
+    calls_per_second: float = 50.0
+    """Call rate limit for this endpoint (asyncio-throttle)."""
+    max_concurrent_calls: int = 8
+    """Calls in flight at once against this endpoint."""
+    connect_timeout_seconds: float = 5.0
+    retries: int = 3
+    """Retries of one call after connection errors, 5xx, stalls and truncated streams."""
+    retry_backoff_seconds: float = 1.0
+    """First backoff between retries; doubles each time."""
+
+
+class Roles(Strict):
+    """Which named endpoint each role uses."""
+
+    orchestrator: str = "default"
+    coder: str = "default"
+
+
+class Budgets(Strict):
+    """Per-task budgets; hitting one ends the task with its own outcome."""
+
+    task_seconds: float = 600
+    """Wall-clock budget of one task, LLM calls and test runs together."""
+    max_calls: int = 24
+    """LLM calls (orchestrator + coder) before the task ends as call_cap."""
+    max_completion_tokens: int = 200_000
+    """Completion tokens over all calls before the task ends as token_cap."""
+    max_rounds: int = 2
+    """Test rounds: the first try plus revisions."""
+    max_coder_turns: int = 6
+    """Coder calls within one delegation before control returns to the orchestrator."""
+    stale_seconds: float = 360
+    """No byte on a stream for this long aborts the call as stalled."""
+
+
+class Server(Strict):
+    """A model server soak may start, watch and restart."""
+
+    name: str
+    up: str | None = None
+    """Shell command that starts the server; empty for a server that is only watched."""
+    base_url: str
+    health_url: str | None = None
+    """Defaults to <base_url without /v1>/health."""
+    metrics_url: str | None = None
+    """Defaults to <base_url without /v1>/metrics; set to "" for servers without /metrics."""
+    start_timeout_seconds: float = 600
+
+
+class Stack(Strict):
+    servers: list[Server] = Field(default_factory=list)
+    health_interval_seconds: float = 5
+    failures_before_down: int = 3
+    max_restarts_per_hour: int = 6
+
+
+class Sampling(Strict):
+    interval_seconds: float = 5
+
+
+class ErrorBudget(Strict):
+    """Pause instead of burning the night on instant failures."""
+
+    window_tasks: int = 20
+    max_infra_fraction: float = 0.3
+    wait_for_stack_seconds: float = 900
+    """A stack that is not back after this long ends the run."""
+
+
+class SoakConfig(Strict):
+    endpoints: dict[str, Endpoint] = Field(default_factory=dict)
+    roles: Roles = Field(default_factory=Roles)
+    mode: Literal["delegate", "direct"] = "delegate"
+    suite: str = "builtin"
+    concurrency: int = 2
+    seed: int = 0
+    budgets: Budgets = Field(default_factory=Budgets)
+    stack: Stack = Field(default_factory=Stack)
+    sampling: Sampling = Field(default_factory=Sampling)
+    error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
+
+    def endpoint_for(self, role: str) -> Endpoint:
+        name = getattr(self.roles, role)
+        if name not in self.endpoints:
+            known = ", ".join(sorted(self.endpoints)) or "none"
+            raise BadInput(f"role {role} uses endpoint '{name}', which is not defined (defined: {known})")
+        return self.endpoints[name]
+
+
+def describe_validation_error(source: str, error: ValidationError) -> str:
+    """One line per problem: `soak.toml: budgets.max_calls: Input should be a valid integer`."""
+    parts = []
+    for problem in error.errors():
+        where = ".".join(str(p) for p in problem["loc"]) or "(top level)"
+        parts.append(f"{where}: {problem['msg']}")
+    return f"{source}: " + "; ".join(parts)
+
+
+def load_config(path: Path | None) -> SoakConfig:
+    """Read and validate `soak.toml`; no path means all defaults."""
+    if path is None:
+        return SoakConfig()
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise BadInput(f"{path}: not valid TOML: {error}") from None
+    try:
+        return SoakConfig.model_validate(raw)
+    except ValidationError as error:
+        raise BadInput(describe_validation_error(str(path), error)) from None
+
+
+def redact(value: Any) -> Any:
+    """A copy fit for run.json: values under secret-looking keys are masked."""
+    if isinstance(value, dict):
+        return {
+            k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and not str(k).endswith("_env") else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value

@@ -1,0 +1,22 @@
+"""Where run folders, reports and the built-in task bank live."""
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def data_dir() -> Path:
+    """Run folders: `$SOAK_DATA_DIR`, else `./data`."""
+    return Path(os.environ.get("SOAK_DATA_DIR", "data"))
+
+
+def reports_dir() -> Path:
+    """Rendered reports: `$SOAK_REPORTS_DIR`, else `./reports`."""
+    return Path(os.environ.get("SOAK_REPORTS_DIR", "reports"))
+
+
+def builtin_tasks_dir() -> Path:
+    """The built-in bank: the repo's `tasks/` in a checkout, `soak/_bank` in an installed wheel."""
+    checkout = PACKAGE_DIR.parent / "tasks"
+    return checkout if checkout.is_dir() else PACKAGE_DIR / "_bank"
