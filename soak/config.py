@@ -98,6 +98,8 @@ class ErrorBudget(Strict):
     max_infra_fraction: float = 0.3
     wait_for_stack_seconds: float = 900
     """A stack that is not back after this long ends the run."""
+    probe_interval_seconds: float = 10
+    """With no stack attached, how often a pause probes the endpoints (GET <base_url>/models)."""
 
 
 class SoakConfig(Strict):
@@ -107,6 +109,8 @@ class SoakConfig(Strict):
     suite: str = "builtin"
     concurrency: int = 2
     seed: int = 0
+    grace_seconds: float = 300
+    """At the deadline no task starts; those in flight get this long to finish, then they are cancelled."""
     budgets: Budgets = Field(default_factory=Budgets)
     stack: Stack = Field(default_factory=Stack)
     sampling: Sampling = Field(default_factory=Sampling)
@@ -146,10 +150,14 @@ def load_config(path: Path | None) -> SoakConfig:
 
 
 def redact(value: Any) -> Any:
-    """A copy fit for run.json: values under secret-looking keys are masked."""
+    """A copy fit for run.json: text under secret-looking keys is masked (numbers such as max_tokens are kept)."""
     if isinstance(value, dict):
         return {
-            k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and not str(k).endswith("_env") else redact(v)
+            k: "***"
+            if not isinstance(v, int | float | None)
+            and any(w in str(k).lower() for w in SECRET_WORDS)
+            and not str(k).endswith("_env")
+            else redact(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
