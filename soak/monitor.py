@@ -1,0 +1,205 @@
+"""Telemetry samplers (host, processes, GPU, server /metrics), each isolated, written to samples.csv."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from soak.record import SampleRow
+
+Reading = tuple[str, str, float | None, str]
+"""(source, metric, value, labels)"""
+
+KEPT_SERVER_METRICS = {
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:prompt_seconds_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:tokens_predicted_seconds_total",
+    "llamacpp:n_decode_total",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+}
+"""The series that matter, by their current exposed names (llama.cpp's *_seconds gauges reset per scrape)."""
+
+OLD_NAMES = {
+    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries_total": "vllm:prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total": "vllm:prefix_cache_hits_total",
+}
+"""Older vLLM names mapped onto the current ones."""
+
+DROPPED_LABELS = {"model_name", "engine"}
+
+
+def parse_server_metrics(text: str) -> list[tuple[str, float, str]]:
+    """Prometheus text -> (metric, value, labels) for the kept series, summed over model/engine labels."""
+    totals: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = OLD_NAMES.get(sample.name, sample.name)
+            if name not in KEPT_SERVER_METRICS:
+                continue
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k not in DROPPED_LABELS)
+            totals[(name, labels)] = totals.get((name, labels), 0.0) + sample.value
+    return [(name, value, labels) for (name, labels), value in sorted(totals.items())]
+
+
+def sample_host() -> list[Reading]:
+    memory, swap = psutil.virtual_memory(), psutil.swap_memory()
+    return [
+        ("host", "mem_available_bytes", float(memory.available), ""),
+        ("host", "mem_total_bytes", float(memory.total), ""),
+        ("host", "swap_used_bytes", float(swap.used), ""),
+        ("host", "load1", os.getloadavg()[0], ""),
+    ]
+
+
+def process_tree_usage(pid: int) -> tuple[float, float]:
+    """RSS bytes and CPU percent of a process and all its descendants."""
+    root = psutil.Process(pid)
+    rss = cpu = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            rss += proc.memory_info().rss
+            cpu += proc.cpu_percent(None)
+        except psutil.NoSuchProcess:
+            continue
+    return rss, cpu
+
+
+def sample_process(source: str, pid: int) -> list[Reading]:
+    rss, cpu = process_tree_usage(pid)
+    return [(source, "rss_bytes", rss, ""), (source, "cpu_percent", cpu, "")]
+
+
+def sample_servers(pids: Callable[[], dict[str, int]]) -> list[Reading]:
+    """Every server process tree soak started; one that is gone (restarting) is skipped."""
+    readings: list[Reading] = []
+    for name, pid in pids().items():
+        try:
+            readings += sample_process(f"server:{name}", pid)
+        except psutil.Error:
+            continue
+    return readings
+
+
+GPU_QUERY = "memory.used,memory.total,utilization.gpu"
+
+
+def sample_gpu() -> list[Reading]:
+    """nvidia-smi, one line per GPU; MiB are reported as bytes."""
+    out = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
+        capture_output=True, text=True, timeout=10, check=True,
+    ).stdout
+    readings: list[Reading] = []
+    for index, line in enumerate(filter(None, out.splitlines())):
+        used, total, util = (float(x) for x in line.split(","))
+        label = f"gpu={index}"
+        readings += [
+            ("gpu", "gpu_memory_used_bytes", used * 2**20, label),
+            ("gpu", "gpu_memory_total_bytes", total * 2**20, label),
+            ("gpu", "gpu_utilization", util, label),
+        ]
+    return readings
+
+
+@dataclass
+class Sampler:
+    """One isolated source: a failure becomes an error sample and never blanks the others."""
+
+    source: str
+    read: Callable[[], Any]
+    """Returns readings; a coroutine function when is_async."""
+    is_async: bool = False
+
+
+@dataclass
+class ServerMetricsSource:
+    """Scrapes one server's /metrics; a server without one is noted once, not every interval."""
+
+    name: str
+    url: str
+    note: Callable[[str], None]
+    timeout_seconds: float = 4.0
+    missing: bool = field(default=False, init=False)
+
+    async def read(self) -> list[Reading]:
+        if self.missing:
+            return []
+        async with httpx2.AsyncClient(timeout=self.timeout_seconds) as client:
+            response = await client.get(self.url)
+        if response.status_code in (404, 501):
+            self.missing = True
+            self.note(f"{self.name} has no /metrics ({self.url} -> {response.status_code}); only client-side timing")
+            return []
+        response.raise_for_status()
+        source = f"server:{self.name}"
+        return [(source, metric, value, labels) for metric, value, labels in parse_server_metrics(response.text)]
+
+
+def default_samplers(
+    server_pids: Callable[[], dict[str, int]], metrics: list[ServerMetricsSource]
+) -> list[Sampler]:
+    samplers = [
+        Sampler("host", sample_host),
+        Sampler("harness", lambda: sample_process("harness", os.getpid())),
+        Sampler("servers", lambda: sample_servers(server_pids)),
+    ]
+    if shutil.which("nvidia-smi"):
+        samplers.append(Sampler("gpu", sample_gpu))
+    samplers += [Sampler(f"server:{m.name}", m.read, is_async=True) for m in metrics]
+    return samplers
+
+
+class Monitor:
+    """Runs every sampler each interval and hands the readings to the record writer."""
+
+    def __init__(self, run_id: str, samplers: list[Sampler], write: Callable[[SampleRow], None], interval: float):
+        self.run_id, self.samplers, self.write, self.interval = run_id, samplers, write, interval
+        self.last: dict[tuple[str, str, str], float | None] = {}
+        """Latest value per (source, metric, labels), for the live exporter."""
+
+    async def sample_once(self) -> None:
+        results = await asyncio.gather(*(self.run_sampler(s) for s in self.samplers))
+        at = time.time()
+        for sampler, (readings, error) in zip(self.samplers, results, strict=True):
+            if error:
+                self.write(SampleRow(run_id=self.run_id, at=at, source=sampler.source, metric="error", error=error))
+            for source, metric, value, labels in readings:
+                self.last[(source, metric, labels)] = value
+                self.write(SampleRow(run_id=self.run_id, at=at, source=source, metric=metric, value=value,
+                                     labels=labels))
+
+    async def run_sampler(self, sampler: Sampler) -> tuple[list[Reading], str]:
+        try:
+            readings = await sampler.read() if sampler.is_async else await asyncio.to_thread(sampler.read)
+            return list(readings), ""
+        except Exception as error:  # noqa: BLE001 - a broken source is recorded, never fatal
+            return [], f"{type(error).__name__}: {error}"[:500]
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            await self.sample_once()
+            await asyncio.sleep(self.interval)

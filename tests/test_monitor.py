@@ -1,0 +1,96 @@
+import asyncio
+import subprocess
+import sys
+import time
+
+import httpx2
+import pytest
+
+from soak.monitor import Monitor, Sampler, ServerMetricsSource, default_samplers, parse_server_metrics
+from soak.stack import free_port
+
+VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 2.0
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1131.0
+vllm:prefix_cache_queries_total{engine="1",model_name="m"} 100.0
+vllm:prefix_cache_queries_created{engine="0",model_name="m"} 1.7e9
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 94.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 78.0
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.25
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.25",model_name="m"} 40.0
+"""
+
+LLAMACPP_TEXT = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 18292
+# TYPE llamacpp:prompt_tokens_seconds gauge
+llamacpp:prompt_tokens_seconds 514.037
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 1
+"""
+
+
+def test_parse_vllm_keeps_series_sums_engines_and_maps_old_names():
+    parsed = {(m, labels): v for m, v, labels in parse_server_metrics(VLLM_TEXT)}
+    assert parsed[("vllm:num_requests_running", "")] == 2.0
+    assert parsed[("vllm:prefix_cache_queries_total", "")] == 1231.0
+    assert parsed[("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position=0")] == 94.0
+    assert parsed[("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position=1")] == 78.0
+    assert parsed[("vllm:kv_cache_usage_perc", "")] == 0.25
+    assert not any("created" in m or "time_to_first" in m for m, _ in parsed)
+
+
+def test_parse_llamacpp_keeps_counters_not_per_scrape_gauges():
+    parsed = {m: v for m, v, _ in parse_server_metrics(LLAMACPP_TEXT)}
+    assert parsed == {"llamacpp:prompt_tokens_total": 18292.0, "llamacpp:requests_processing": 1.0}
+
+
+def test_failing_sampler_does_not_blank_the_others():
+    rows = []
+
+    def broken():
+        raise RuntimeError("nvidia-smi fell over")
+
+    samplers = [Sampler("gpu", broken), *default_samplers(lambda: {}, [])]
+    asyncio.run(Monitor("run", samplers, rows.append, interval=1).sample_once())
+    errors = [r for r in rows if r.error]
+    assert len(errors) == 1 and errors[0].source == "gpu" and "fell over" in errors[0].error
+    metrics = {(r.source, r.metric) for r in rows if not r.error}
+    assert {("host", "mem_available_bytes"), ("harness", "rss_bytes")} <= metrics
+
+
+@pytest.fixture
+def static_http(tmp_path):
+    """A real loopback HTTP server serving files from tmp_path."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            httpx2.get(f"http://127.0.0.1:{port}/")
+            break
+        except httpx2.HTTPError:
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def test_server_metrics_scraped_and_missing_endpoint_noted_once(tmp_path, static_http):
+    (tmp_path / "metrics").write_text(VLLM_TEXT)
+    notes, rows = [], []
+    present = ServerMetricsSource("vllm", f"{static_http}/metrics", notes.append)
+    absent = ServerMetricsSource("llama", f"{static_http}/nothing-here", notes.append)
+    samplers = [Sampler("server:vllm", present.read, is_async=True), Sampler("server:llama", absent.read, True)]
+    monitor = Monitor("run", samplers, rows.append, interval=1)
+    for _ in range(3):
+        asyncio.run(monitor.sample_once())
+    scraped = [r for r in rows if r.source == "server:vllm" and r.metric == "vllm:prefix_cache_queries_total"]
+    assert [r.value for r in scraped] == [1231.0] * 3
+    assert len(notes) == 1 and "llama has no /metrics" in notes[0]
+    assert not [r for r in rows if r.error]
