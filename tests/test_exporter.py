@@ -1,0 +1,40 @@
+import httpx2
+from prometheus_client.parser import text_string_to_metric_families
+
+from soak.exporter import RunExporter
+from soak.record import CallRow, EventRow, SampleRow, TaskRow
+from soak.stack import free_port
+
+
+def task(outcome: str) -> TaskRow:
+    return TaskRow(run_id="r", cycle=0, task_id="t", suite="builtin", started_at=0, ended_at=1, duration_s=42,
+                   outcome=outcome)
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    text = httpx2.get(f"http://127.0.0.1:{port}/metrics").text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_exporter_serves_what_the_run_recorded():
+    exporter, port = RunExporter("night-1"), free_port()
+    exporter.serve(port)
+    try:
+        for outcome in ("pass", "pass", "fail", "infra_error"):
+            exporter.task(task(outcome))
+        exporter.call(CallRow(run_id="r", task_id="t", cycle=0, call_index=0, role="coder", endpoint="e", model="m",
+                              stream=True, started_at=0, duration_s=1, ttft_s=0.3, integrity="mangled_name"))
+        exporter.event(EventRow(run_id="r", at=0, kind="server_ready", source="vllm"))
+        exporter.event(EventRow(run_id="r", at=1, kind="down", source="vllm"))
+        exporter.sample(SampleRow(run_id="r", at=0, source="host", metric="mem_available_bytes", value=1e9))
+        metrics = scrape(port)
+    finally:
+        exporter.close()
+    assert metrics[("soak_tasks_total", (("outcome", "pass"),))] == 2
+    assert metrics[("soak_tasks_total", (("outcome", "infra_error"),))] == 1
+    assert metrics[("soak_pass_rate", ())] == 2 / 3  # infra errors count against the stack, not the model
+    assert metrics[("soak_calls_total", (("integrity", "mangled_name"), ("role", "coder"), ("status", "ok")))] == 1
+    assert metrics[("soak_server_up", (("server", "vllm"),))] == 0
+    assert metrics[("soak_host_mem_available_bytes", ())] == 1e9
+    assert metrics[("soak_run_info", (("run_id", "night-1"),))] == 1
