@@ -1,0 +1,393 @@
+"""One OpenAI-compatible chat call: streamed, timed from the stream, retried in one place, tool calls judged."""
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import httpx2
+import openai
+from asyncio_throttle import Throttler
+from pydantic import BaseModel, Field
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
+
+from soak.config import Endpoint
+from soak.record import CallRow, CallStatus, Integrity
+from soak.tools import ToolCall, judge_tool_calls
+
+Role = Literal["orchestrator", "coder", "probe"]
+RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
+TOOL_TEXT = re.compile(r"<tool_call>|<function=")
+CONTEXT_ERROR = re.compile(r"context.?(length|window|size)|max_model_len|too many tokens|prompt is too long", re.I)
+SECRET_TEXT = re.compile(r"(Bearer\s+)\S+|sk-[A-Za-z0-9_\-]{8,}")
+ERROR_CHARS = 400
+
+
+class CallContext(BaseModel):
+    """Where a call belongs in the record; probes may leave the defaults."""
+
+    run_id: str = ""
+    task_id: str = ""
+    cycle: int = 0
+    call_index: int = 0
+    """Index of the first attempt; each retry takes the next one."""
+
+
+class CallResult(BaseModel):
+    """The outcome of one logical call (its attempts are `rows`)."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str = ""
+    integrity: Integrity = "none"
+    reasoning_exhausted: bool = False
+    status: CallStatus = "ok"
+    error: str = ""
+    rows: list[CallRow] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message to send back; unparseable arguments become {} so templates can render them."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["content"] = self.content or None
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments if call.args() is not None else "{}"},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+class ChatModel(Protocol):
+    """The seam the delegation loop depends on."""
+
+    name: str
+
+    @property
+    def model(self) -> str: ...
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        role: Role = "coder",
+        max_tokens: int | None = None,
+        *,
+        context: CallContext | None = None,
+        on_row: Callable[[CallRow], None] | None = None,
+    ) -> CallResult: ...
+
+
+def reasoning_exhausted(
+    finish_reason: str, content: str, reasoning: str, has_tool_calls: bool, completion_tokens: int | None,
+    max_tokens: int | None,
+) -> bool:
+    """Thinking used the whole budget and left no answer (serving-metrics.md section 5.2)."""
+    if has_tool_calls:
+        return False
+    text = content.strip()
+    open_think = "<think>" in text and "</think>" not in text
+    if finish_reason == "length" and ((not text and reasoning.strip()) or open_think):
+        return True
+    return not text and completion_tokens is not None and max_tokens is not None and completion_tokens >= max_tokens
+
+
+class _Collector:
+    """Accumulates one attempt's reply from stream chunks or a whole completion, with timestamps."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.first_byte: float | None = None
+        self.first_token: float | None = None
+        self.last_token: float | None = None
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.slots: dict[int, dict[str, str]] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.server_tps: float | None = None
+
+    def chunk(self, chunk: Any) -> None:
+        now = time.perf_counter()
+        if self.first_byte is None:
+            self.first_byte = now
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if not chunk.choices:
+            return
+        choice = chunk.choices[0]
+        delta = choice.delta
+        token = False
+        if delta.content:
+            self.content.append(delta.content)
+            token = True
+        extra = delta.model_extra
+        if extra and (text := extra.get("reasoning") or extra.get("reasoning_content")):
+            self.reasoning.append(text)
+            token = True
+        for call in delta.tool_calls or ():
+            token = True
+            function = call.function
+            index = call.index
+            if index is None:  # Some servers omit it: a name opens a new call, a bare fragment continues the last.
+                index = len(self.slots) if function and function.name else max(len(self.slots) - 1, 0)
+            slot = self.slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            if call.id:
+                slot["id"] = call.id
+            if function and function.name and not slot["name"]:
+                slot["name"] = function.name
+            if function and function.arguments:
+                slot["arguments"] += function.arguments
+        if token:
+            if self.first_token is None:
+                self.first_token = now
+            self.last_token = now
+        if choice.finish_reason:
+            self.finish = choice.finish_reason
+
+    def completion(self, completion: Any) -> None:
+        self.first_byte = time.perf_counter()
+        self.usage = completion.usage
+        timings = (completion.model_extra or {}).get("timings")
+        if isinstance(timings, dict) and timings.get("predicted_per_second"):
+            self.server_tps = float(timings["predicted_per_second"])
+        if not completion.choices:
+            return
+        choice = completion.choices[0]
+        message = choice.message
+        self.finish = choice.finish_reason
+        self.content.append(message.content or "")
+        extra = message.model_extra or {}
+        self.reasoning.append(extra.get("reasoning") or extra.get("reasoning_content") or "")
+        for index, call in enumerate(message.tool_calls or ()):
+            function = getattr(call, "function", None)
+            self.slots[index] = {
+                "id": call.id or "",
+                "name": (function.name if function else "") or "",
+                "arguments": (function.arguments if function else "") or "",
+            }
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
+            for index, slot in sorted(self.slots.items())
+        ]
+
+    def usage_numbers(self) -> dict[str, int | None]:
+        usage = self.usage
+        if usage is None:
+            return {"prompt_tokens": None, "completion_tokens": None, "reasoning_tokens": None, "cached_tokens": None}
+        prompt_details = getattr(usage, "prompt_tokens_details", None)
+        completion_details = getattr(usage, "completion_tokens_details", None)
+        return {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "reasoning_tokens": getattr(completion_details, "reasoning_tokens", None),
+            "cached_tokens": getattr(prompt_details, "cached_tokens", None),
+        }
+
+
+@dataclass
+class _Call:
+    """What every attempt of one logical call shares."""
+
+    request: dict[str, Any]
+    tools: list[dict[str, Any]] | None
+    role: Role
+    max_tokens: int
+    context: CallContext
+    on_row: Callable[[CallRow], None] | None
+
+
+def _throttler(calls_per_second: float) -> Throttler:
+    if calls_per_second >= 1:
+        return Throttler(rate_limit=round(calls_per_second), period=1.0)
+    return Throttler(rate_limit=1, period=1.0 / calls_per_second)
+
+
+class ChatEndpoint:
+    """One endpoint: its client, rate limit, concurrency bound and retry policy."""
+
+    def __init__(
+        self, name: str, endpoint: Endpoint, stale_seconds: float, *, http_client: httpx2.AsyncClient | None = None
+    ) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self.stale_seconds = stale_seconds
+        self._key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        self.client = openai.AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=self._key or "EMPTY",
+            max_retries=0,
+            # The read timeout backs up the stale watchdog; a stream's bytes arrive far more often.
+            timeout=httpx2.Timeout(stale_seconds, connect=endpoint.connect_timeout_seconds),
+            http_client=http_client,
+        )
+        self._limit = asyncio.Semaphore(endpoint.max_concurrent_calls)
+        self._throttle = _throttler(endpoint.calls_per_second)
+
+    @property
+    def model(self) -> str:
+        return self.endpoint.model
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        role: Role = "coder",
+        max_tokens: int | None = None,
+        *,
+        context: CallContext | None = None,
+        on_row: Callable[[CallRow], None] | None = None,
+    ) -> CallResult:
+        """One logical call; retryable failures are retried with backoff, every attempt is a row."""
+        context = context or CallContext()
+        max_tokens = max_tokens or self.endpoint.max_tokens
+        request: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": self.endpoint.temperature,
+        }
+        if tools:
+            request["tools"] = tools
+        if self.endpoint.extra_body:
+            request["extra_body"] = self.endpoint.extra_body
+        call = _Call(request, tools, role, max_tokens, context, on_row)
+        rows: list[CallRow] = []
+
+        async def attempt() -> CallResult:
+            async with self._limit:
+                await self._throttle.acquire()
+                result = await self._attempt(call, len(rows) + 1)
+            rows.append(result.rows[0])
+            return result
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.endpoint.retries + 1),
+            wait=wait_exponential(multiplier=self.endpoint.retry_backoff_seconds, max=120),
+            retry=retry_if_result(lambda result: result.status in RETRYABLE),
+            retry_error_callback=lambda state: state.outcome.result(),
+        )
+        result = await retrying(attempt)
+        return result.model_copy(update={"rows": rows})
+
+    async def _attempt(self, call: _Call, attempt: int) -> CallResult:
+        started_at = time.time()
+        got = _Collector()
+        try:
+            status, http_status, error = await self._send(call.request, got)
+        except asyncio.CancelledError:
+            self._emit(call, got, started_at, attempt, "cancelled", None, "cancelled")
+            raise
+        return self._emit(call, got, started_at, attempt, status, http_status, error)
+
+    async def _send(self, request: dict[str, Any], got: _Collector) -> tuple[CallStatus, int | None, str]:
+        """Run the request into `got`; return (status, http status, error text)."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.stale_seconds) as watchdog:
+                if not self.endpoint.stream:
+                    got.completion(await self.client.chat.completions.create(**request))
+                    return "ok", 200, ""
+                stream = await self.client.chat.completions.create(
+                    **request, stream=True, stream_options={"include_usage": True}
+                )
+                try:
+                    async for chunk in stream:
+                        watchdog.reschedule(loop.time() + self.stale_seconds)
+                        got.chunk(chunk)
+                finally:
+                    await stream.close()
+        except TimeoutError:
+            return "stalled", None, f"no byte for {self.stale_seconds:g} s"
+        except openai.APITimeoutError as failure:
+            if isinstance(failure.__cause__, httpx2.ConnectTimeout):
+                return "connection", None, "connect timeout"
+            return "stalled", None, f"read timeout after {self.stale_seconds:g} s"
+        except openai.APIConnectionError as failure:
+            return "connection", None, f"{failure.message} {failure.__cause__!r}"
+        except openai.APIStatusError as failure:
+            return _status_of(failure), failure.status_code, failure.message
+        except openai.APIError as failure:
+            return "bad_response", None, f"error event in stream: {failure.message}"
+        except ValueError as failure:
+            return "bad_response", None, f"unreadable reply: {failure!r}"
+        if got.finish is None:
+            return "truncated", 200, "stream ended without finish_reason"
+        return "ok", 200, ""
+
+    def _emit(
+        self, call: _Call, got: _Collector, started_at: float, attempt: int, status: CallStatus,
+        http_status: int | None, error: str,
+    ) -> CallResult:
+        """Turn one attempt into its row (handed to `on_row` at once) and its result."""
+        end = time.perf_counter()
+        content, reasoning, calls = "".join(got.content), "".join(got.reasoning), got.tool_calls()
+        context = call.context
+        finish = got.finish or ""
+        usage = got.usage_numbers()
+        integrity = judge_tool_calls(calls, call.tools, finish) if status == "ok" else "none"
+        exhausted = status == "ok" and reasoning_exhausted(
+            finish, content, reasoning, bool(calls), usage["completion_tokens"], call.max_tokens
+        )
+        if status == "ok" and finish == "stop" and not calls and TOOL_TEXT.search(content):
+            error = "tool call left as text in content"
+
+        def since(moment: float | None) -> float | None:
+            return None if moment is None else moment - got.start
+
+        decode_tps = got.server_tps
+        tokens = usage["completion_tokens"]
+        first, last = got.first_token, got.last_token
+        if tokens and tokens > 1 and first is not None and last is not None and last > first:
+            decode_tps = (tokens - 1) / (last - first)
+        row = CallRow(
+            run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
+            call_index=context.call_index + attempt - 1, attempt=attempt, role=call.role, endpoint=self.name,
+            model=self.endpoint.model, stream=self.endpoint.stream, started_at=started_at,
+            first_byte_s=since(got.first_byte), ttft_s=since(got.first_token), last_token_s=since(got.last_token),
+            duration_s=end - got.start, decode_tps=decode_tps, max_tokens=call.max_tokens, finish_reason=finish,
+            tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
+            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=self._scrub(error),
+            **usage,
+        )
+        if call.on_row is not None:
+            call.on_row(row)
+        return CallResult(
+            content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, integrity=integrity,
+            reasoning_exhausted=exhausted, status=status, error=row.error, rows=[row],
+        )
+
+    def _scrub(self, text: str) -> str:
+        """Error text fit for a CSV: no key, no bearer token, bounded length."""
+        if self._key:
+            text = text.replace(self._key, "***")
+        return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]
+
+
+def _status_of(failure: openai.APIStatusError) -> CallStatus:
+    code = failure.status_code
+    if code >= 500:
+        return "http_5xx"
+    if code in (401, 403):
+        return "auth"
+    if code == 404:
+        return "not_found"
+    if code in (400, 413) and CONTEXT_ERROR.search(f"{failure.message} {failure.body}"):
+        return "context_window"
+    return "bad_request"
