@@ -1,8 +1,18 @@
-"""The run record: row models for every CSV (the schema lives here, once)."""
+"""The run record: row models for every CSV and run.json (the schema lives here, once), and their writers."""
 
-from typing import Literal
+import csv
+import io
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soak.errors import BadInput
 
 SCHEMA_VERSION = 1
 
@@ -32,6 +42,8 @@ class TaskRow(Row):
     """One finished task attempt (tasks.csv)."""
 
     cycle: int
+    session: int = 0
+    """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, session) names one attempt."""
     task_id: str
     suite: str
     route: str = ""
@@ -68,6 +80,8 @@ class CallRow(Row):
 
     task_id: str
     cycle: int
+    session: int = 0
+    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, session)."""
     call_index: int
     """Position of the call within its task, counting retries."""
     attempt: int = 1
@@ -124,3 +138,232 @@ class SampleRow(Row):
     labels: str = ""
     """e.g. position=0"""
     error: str = ""
+
+
+# --- run.json -----------------------------------------------------------------------------------
+
+
+class Limits(BaseModel):
+    """When a run ends by itself; none set means one pass over the suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    duration_seconds: float | None = None
+    """Active running time over all sessions (time between a crash and its resume does not count)."""
+    max_tasks: int | None = None
+    """Finished attempts (cancelled ones excluded) over all sessions."""
+    max_cycles: int | None = None
+
+
+class Session(BaseModel):
+    """One start or resume of a run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session: int
+    pid: int
+    started_at: float
+    last_seen_at: float
+    """Heartbeat; a crashed session's active time ends here."""
+    stopped_at: float | None = None
+    """None while running, or forever after a crash."""
+    reason: str = ""
+    """deadline | tasks | cycles | signal | error_budget | error"""
+    exit_code: int | None = None
+    detached: bool = False
+
+    @property
+    def active_seconds(self) -> float:
+        return max(0.0, (self.stopped_at or self.last_seen_at) - self.started_at)
+
+
+class RunInfo(BaseModel):
+    """run.json: the resolved config (redacted), limits, versions, host and the history of sessions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    created_at: float
+    config: dict[str, Any]
+    """SoakConfig as resolved from soak.toml and flags, secrets redacted."""
+    limits: Limits
+    versions: dict[str, str] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    sessions: list[Session] = Field(default_factory=list)
+    in_flight: list[str] = Field(default_factory=list)
+    """`<task_id>/<cycle>` of the attempts running at the last heartbeat."""
+
+    @property
+    def active_seconds(self) -> float:
+        return sum(s.active_seconds for s in self.sessions)
+
+
+def write_json_atomic(path: Path, data: str) -> None:
+    """Readers see the old file or the new one, never half of either (temp file, fsync, os.replace)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- CSV writers --------------------------------------------------------------------------------
+
+MAX_TEXT_CHARS = 32_000
+"""Longest text kept in one CSV field (spreadsheets stop at 32,767); the middle of longer text is cut."""
+
+R = TypeVar("R", bound=Row)
+
+
+def clean_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """NUL bytes dropped (csv readers choke on them); over `limit`, head and tail kept around a marker."""
+    text = text.replace("\x00", "")
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return f"{text[: limit // 2]}…[truncated {cut} chars]{text[len(text) - limit // 2 :]}"
+
+
+def csv_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return clean_text(value)
+    return str(value)
+
+
+def encode_row(values: list[str]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(values)
+    return buffer.getvalue().encode("utf-8", "backslashreplace")
+
+
+def complete_length(data: bytes) -> int:
+    """Bytes up to the end of the last complete row: a newline outside quotes (an even count of quotes before it)."""
+    quotes_before = data.count(b'"')
+    hi = len(data)
+    while (pos := data.rfind(b"\n", 0, hi)) >= 0:
+        quotes_before -= data.count(b'"', pos, hi)
+        if quotes_before % 2 == 0:
+            return pos + 1
+        hi = pos
+    return 0
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a row torn by a crash mid-write; returns the bytes dropped."""
+    data = path.read_bytes()
+    keep = complete_length(data)
+    if keep < len(data):
+        with path.open("r+b") as handle:
+            handle.truncate(keep)
+            os.fsync(handle.fileno())
+    return len(data) - keep
+
+
+class CsvLog(Generic[R]):
+    """Append-only CSV of one row model: one write() per row, so a crash tears at most the last one."""
+
+    def __init__(self, path: Path, model: type[R], *, durable: bool = False):
+        self.path, self.model, self.durable = path, model, durable
+        self.columns = list(model.model_fields)
+        self.repaired_bytes = repair_tail(path) if path.exists() else 0
+        self.lock = threading.Lock()
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if os.fstat(self.fd).st_size == 0:
+            self.write(encode_row(self.columns))
+        else:
+            with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+                header = next(csv.reader(handle), [])
+            if header != self.columns:
+                os.close(self.fd)
+                raise BadInput(f"{path}: its columns are not those of this soak version's {model.__name__}")
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            while data:
+                data = data[os.write(self.fd, data) :]
+            if self.durable:
+                os.fsync(self.fd)
+
+    def append(self, row: R) -> None:
+        """Write one row now; a durable log (tasks.csv) also fsyncs it."""
+        if not isinstance(row, self.model):
+            raise TypeError(f"{self.path.name} takes {self.model.__name__}, not {type(row).__name__}")
+        self.write(encode_row([csv_value(getattr(row, column)) for column in self.columns]))
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
+def nullable_fields(model: type[BaseModel]) -> set[str]:
+    return {name for name, field in model.model_fields.items() if type(None) in get_args(field.annotation)}
+
+
+def read_rows(path: Path, model: type[R]) -> Iterator[R]:
+    """Rows of a CSV written by CsvLog, as models (an empty cell is None where the field allows it)."""
+    if not path.exists():
+        return
+    nullable = nullable_fields(model)
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        for raw in csv.DictReader(handle):
+            yield model.model_validate({k: None if v == "" and k in nullable else v for k, v in raw.items()})
+
+
+# --- the run folder -----------------------------------------------------------------------------
+
+LOGS: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
+
+
+class RunFolder:
+    """`data/<run_id>/`: run.json, the four CSVs (opened for appending) and `work/<task>/<cycle>/`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.run_id = path.name
+        self.info_path = path / "run.json"
+
+    def open(self) -> None:
+        """Create or reopen the CSVs, repairing torn tails; tasks.csv is fsynced per row."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.tasks = CsvLog(self.path / "tasks.csv", TaskRow, durable=True)
+        self.calls = CsvLog(self.path / "calls.csv", CallRow)
+        self.events = CsvLog(self.path / "events.csv", EventRow)
+        self.samples = CsvLog(self.path / "samples.csv", SampleRow)
+
+    @property
+    def logs(self) -> list[CsvLog]:
+        return [self.tasks, self.calls, self.events, self.samples]
+
+    def close(self) -> None:
+        for log in self.logs:
+            log.close()
+
+    def event(self, kind: EventKind, detail: str = "", source: str = "runner") -> EventRow:
+        row = EventRow(run_id=self.run_id, at=time.time(), kind=kind, source=source, detail=detail)
+        self.events.append(row)
+        return row
+
+    def work_dir(self, task_id: str, cycle: int) -> Path:
+        return self.path / "work" / task_id / str(cycle)
+
+    def read_info(self) -> RunInfo:
+        try:
+            return RunInfo.model_validate_json(self.info_path.read_text())
+        except FileNotFoundError:
+            raise BadInput(f"{self.path}: no run.json, not a run folder") from None
+        except ValidationError as error:
+            problems = error.error_count()
+            raise BadInput(f"{self.info_path}: not a run.json this soak version reads ({problems} problems)") from None
+
+    def write_info(self, info: RunInfo) -> None:
+        write_json_atomic(self.info_path, info.model_dump_json(indent=2))
