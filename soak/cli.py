@@ -92,3 +92,28 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
         if verdict.outcome != "pass":
             click.echo(f"{verdict.error_kind}\n{verdict.error_tail}")
     sys.exit(0 if verdict.outcome == "pass" else 1)
+
+
+# --- route -------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("routing.toml"),
+              show_default=True, help="Routing file to write.")
+@click.option("--stronger", help="Endpoint name (in soak.toml) that takes over problems the coder keeps failing.")
+@click.option("--min-attempts", default=2, show_default=True, help="Judge a problem only after this many attempts.")
+@click.option("--max-pass-rate", default=0.0, show_default=True, help="Problems passing at most this often are routed.")
+@click.option("--over-factor", default=3.0, show_default=True, help="Over-iteration: calls > this x the median task's.")
+def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempts: int, max_pass_rate: float,
+          over_factor: float) -> None:
+    """Turn per-problem failure data of RUNS (ids or folders) into a routing file for `soak run --routing`."""
+    from soak.route import RouteRules, route_runs
+
+    rules = RouteRules(stronger=stronger, min_attempts=min_attempts, max_pass_rate=max_pass_rate,
+                       over_factor=over_factor)
+    text, table, routes = route_runs(list(runs), rules)
+    output.write_text(text)
+    click.echo(f"{len(table)} problems, {len(routes)} routed -> {output}")
+    for task_id, (entry, why) in routes.items():
+        click.echo(f"  {entry.label():<16} {task_id}: {why}")
