@@ -117,3 +117,20 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
     click.echo(f"{len(table)} problems, {len(routes)} routed -> {output}")
     for task_id, (entry, why) in routes.items():
         click.echo(f"  {entry.label():<16} {task_id}: {why}")
+
+
+# --- compare -----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--max-pass-drop", default=0.05, show_default=True,
+              help="Tolerated drop of B's pass rate below A's (0.05 = 5 points).")
+def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
+    """Parity of two runs of the same suite: per-problem pass/fail, TTFT and tok/s. Exit 1 when B regresses."""
+    from soak.compare import compare_runs
+
+    comparison = compare_runs(run_a, run_b, max_pass_drop)
+    click.echo("\n".join(comparison.lines()))
+    sys.exit(1 if comparison.regressed else 0)
