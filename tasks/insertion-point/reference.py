@@ -1,0 +1,23 @@
+from collections.abc import Sequence
+
+
+def insertion_point(items: Sequence, target, *, side: str = "left") -> int:
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    lo, hi = 0, len(items)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        # left: skip elements strictly below target; right: skip elements not above it.
+        goes_right = items[mid] < target if side == "left" else not target < items[mid]
+        if goes_right:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def find(items: Sequence, target) -> int:
+    index = insertion_point(items, target)
+    if index < len(items) and not target < items[index]:
+        return index
+    return -1
