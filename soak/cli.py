@@ -134,3 +134,52 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
     comparison = compare_runs(run_a, run_b, max_pass_drop)
     click.echo("\n".join(comparison.lines()))
     sys.exit(1 if comparison.regressed else 0)
+
+
+# --- gate --------------------------------------------------------------------------------------
+
+GATES = ["prefill", "long-prompt", "prefix-twin", "prefix-replay"]
+
+
+@main.command()
+@click.argument("name", type=click.Choice([*GATES, "all"]))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
+@click.option("--role", type=click.Choice(["coder", "orchestrator"]), default="coder", show_default=True,
+              help="Whose endpoint to probe.")
+@click.option("--base-url", help="Probe this endpoint instead of the config's.")
+@click.option("--model", help="Model name for --base-url.")
+@click.option("--metrics-url", help="The server's /metrics page (default: next to the base URL).")
+@click.option("--tokens", type=int, help="Prompt size for prefill / long-prompt / prefix-twin.")
+@click.option("--threshold", type=float, help="Override the gate's threshold (tok/s, seconds or hit rate).")
+@click.option("--transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL chat transcript for prefix-replay (default with `all`: the newest recorded one).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the results as JSON.")
+def gate(name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
+         metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
+         output: Path | None) -> None:
+    """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL."""
+    from soak.gate import run_gate_command
+
+    ok = run_gate_command(name, GATES, config_path, role, base_url, model, metrics_url, tokens, threshold,
+                          transcript, output)
+    sys.exit(0 if ok else 1)
+
+
+# --- doctor ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
+@click.option("--base-url", help="Probe this endpoint instead of the config's.")
+@click.option("--model", help="Model name for --base-url.")
+@click.option("--tries", default=3, show_default=True, help="Tool-call round trips per mode (streamed and not).")
+def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int) -> None:
+    """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
+    /metrics, prefix caching, context length; each problem with the fix. Exit 1 when the night would be wasted."""
+    from soak.config import load_config, with_cli_endpoint
+    from soak.doctor import run_doctor
+
+    config = with_cli_endpoint(load_config(config_path), base_url, model)
+    if not config.endpoints:
+        raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
+    sys.exit(0 if run_doctor(config, tries) else 1)

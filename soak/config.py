@@ -60,6 +60,8 @@ class Budgets(Strict):
     """Completion tokens over all calls before the task ends as token_cap."""
     max_rounds: int = 2
     """Test rounds: the first try plus revisions."""
+    final_test_seconds: float = 30
+    """Part of the wall budget (at most a quarter) kept for testing the last written solution when time runs out."""
     max_coder_turns: int = 6
     """Coder calls within one delegation before control returns to the orchestrator."""
     stale_seconds: float = 360
@@ -102,6 +104,21 @@ class ErrorBudget(Strict):
     """With no stack attached, how often a pause probes the endpoints (GET <base_url>/models)."""
 
 
+class Gates(Strict):
+    """Thresholds and sizes of `soak gate`."""
+
+    prefill_tokens: int = 4000
+    """Prompt size of the cold prefill probes."""
+    prefill_prompts: int = 3
+    prefill_min_tokens_per_second: float = 900
+    long_prompt_tokens: int = 120_000
+    long_prompt_max_seconds: float = 180
+    """The long prompt's first token must come sooner than this."""
+    twin_tokens: int = 2000
+    min_prefix_hit_rate: float = 0.5
+    """prefix-twin and prefix-replay pass at or above this hit rate."""
+
+
 class SoakConfig(Strict):
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
@@ -115,6 +132,7 @@ class SoakConfig(Strict):
     stack: Stack = Field(default_factory=Stack)
     sampling: Sampling = Field(default_factory=Sampling)
     error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
+    gates: Gates = Field(default_factory=Gates)
 
     def endpoint_for(self, role: str) -> Endpoint:
         name = getattr(self.roles, role)
@@ -122,6 +140,16 @@ class SoakConfig(Strict):
             known = ", ".join(sorted(self.endpoints)) or "none"
             raise BadInput(f"role {role} uses endpoint '{name}', which is not defined (defined: {known})")
         return self.endpoints[name]
+
+
+def with_cli_endpoint(config: SoakConfig, base_url: str | None, model: str | None) -> SoakConfig:
+    """`--base-url URL --model M`: one endpoint named "cli" for both roles, overriding soak.toml's roles."""
+    if not base_url and not model:
+        return config
+    if not (base_url and model):
+        raise BadInput("--base-url and --model go together")
+    endpoints = {**config.endpoints, "cli": Endpoint(base_url=base_url, model=model)}
+    return config.model_copy(update={"endpoints": endpoints, "roles": Roles(orchestrator="cli", coder="cli")})
 
 
 def describe_validation_error(source: str, error: ValidationError) -> str:

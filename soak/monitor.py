@@ -64,6 +64,16 @@ def parse_server_metrics(text: str) -> list[tuple[str, float, str]]:
     return [(name, value, labels) for (name, labels), value in sorted(totals.items())]
 
 
+async def fetch_server_metrics(url: str, timeout: float = 4.0) -> dict[tuple[str, str], float] | None:
+    """The kept series of one /metrics page by (metric, labels); None when the server has no /metrics."""
+    async with httpx2.AsyncClient(timeout=timeout) as client:
+        response = await client.get(url)
+    if response.status_code in (404, 501):
+        return None
+    response.raise_for_status()
+    return {(metric, labels): value for metric, value, labels in parse_server_metrics(response.text)}
+
+
 def sample_host() -> list[Reading]:
     memory, swap = psutil.virtual_memory(), psutil.swap_memory()
     return [
@@ -147,15 +157,12 @@ class ServerMetricsSource:
     async def read(self) -> list[Reading]:
         if self.missing:
             return []
-        async with httpx2.AsyncClient(timeout=self.timeout_seconds) as client:
-            response = await client.get(self.url)
-        if response.status_code in (404, 501):
+        series = await fetch_server_metrics(self.url, self.timeout_seconds)
+        if series is None:
             self.missing = True
-            self.note(f"{self.name} has no /metrics ({self.url} -> {response.status_code}); only client-side timing")
+            self.note(f"{self.name} has no /metrics at {self.url}; only client-side timing is recorded")
             return []
-        response.raise_for_status()
-        source = f"server:{self.name}"
-        return [(source, metric, value, labels) for metric, value, labels in parse_server_metrics(response.text)]
+        return [(f"server:{self.name}", metric, value, labels) for (metric, labels), value in series.items()]
 
 
 def default_samplers(

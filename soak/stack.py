@@ -266,3 +266,11 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
             "settings": settings}
     return server, endpoint, info
+
+
+def metrics_url_for(stack: Stack, base_url: str) -> str | None:
+    """The /metrics page of the server behind an endpoint: its stack entry's, else next to the base URL."""
+    for server in stack.servers:
+        if root_url(server.base_url) == root_url(base_url):
+            return metrics_url(server) or None
+    return root_url(base_url) + "/metrics"

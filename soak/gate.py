@@ -1,0 +1,253 @@
+"""`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay).
+
+Gates assume the server is otherwise idle: cache hit rates come from /metrics counter deltas around the probes.
+Prompt sizes are the server's reported prompt_tokens, never estimates.
+"""
+
+import asyncio
+import json
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from soak.config import Gates
+from soak.errors import BadInput
+from soak.llm import CallResult, ChatEndpoint
+from soak.monitor import fetch_server_metrics
+
+WORDS = [
+    "river", "stone", "amber", "lantern", "copper", "meadow", "orbit", "willow", "signal", "harbor",
+    "quartz", "ember", "falcon", "cedar", "prism", "velvet", "summit", "thistle", "canyon", "marble",
+]
+HIT_COUNTERS = {
+    "vllm": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
+}
+
+
+class GateResult(BaseModel):
+    name: str
+    measured: float | None
+    threshold: float
+    unit: str
+    higher_is_better: bool = True
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        if self.measured is None:
+            return False
+        return self.measured >= self.threshold if self.higher_is_better else self.measured <= self.threshold
+
+    def line(self) -> str:
+        shown = "not measured" if self.measured is None else f"{self.measured:,.3g} {self.unit}"
+        op = ">=" if self.higher_is_better else "<="
+        verdict = "PASS" if self.passed else "FAIL"
+        return f"{verdict}  {self.name:<14} {shown:<22} (threshold {op} {self.threshold:g} {self.unit})  {self.detail}"
+
+
+def filler(words: int, seed: str) -> str:
+    """Plain text of `words` words; a seed at the very start makes the prefix unique (nothing cached)."""
+    rng = random.Random(seed)
+    return f"[{seed}] " + " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+class Probe:
+    """One endpoint under test plus its /metrics page (None when it has none)."""
+
+    def __init__(self, chat: ChatEndpoint, metrics_url: str | None):
+        self.chat, self.metrics_url = chat, metrics_url
+        self.tokens_per_word: float | None = None
+
+    async def ask(self, messages: list[dict[str, Any]], max_tokens: int = 1) -> CallResult:
+        result = await self.chat.chat(messages, role="probe", max_tokens=max_tokens)
+        if not result.ok:
+            raise BadInput(f"{self.chat.endpoint.base_url}: probe call failed ({result.status}: {result.error})")
+        return result
+
+    async def prompt_of(self, tokens: int, seed: str) -> str:
+        """Text of about `tokens` tokens, sized with the server's own count of a calibration prompt."""
+        if self.tokens_per_word is None:
+            calibration = await self.ask([{"role": "user", "content": filler(400, "calibrate-" + seed)}])
+            reported = calibration.rows[-1].prompt_tokens
+            if not reported:
+                raise BadInput(f"{self.chat.endpoint.base_url} reports no usage: prompt sizes cannot be verified")
+            self.tokens_per_word = reported / 400
+        return filler(max(1, int(tokens / self.tokens_per_word)), seed)
+
+    async def hit_counters(self) -> tuple[float, float] | None:
+        """(hits, queries) of the prefix cache, or None when the server exposes no such counters."""
+        if not self.metrics_url:
+            return None
+        series = await fetch_server_metrics(self.metrics_url)
+        for hits, queries in HIT_COUNTERS.values():
+            if series and (hits, "") in series and (queries, "") in series:
+                return series[(hits, "")], series[(queries, "")]
+        return None
+
+
+def prefill_rate(result: CallResult) -> tuple[float, int]:
+    row = result.rows[-1]
+    seconds = row.ttft_s if row.ttft_s is not None else row.duration_s
+    return (row.prompt_tokens or 0) / seconds, row.prompt_tokens or 0
+
+
+async def gate_prefill(probe: Probe, tokens: int = 4000, prompts: int = 3, threshold: float = 900) -> GateResult:
+    """Cold prefill throughput: prompt tokens / TTFT over unique prompts."""
+    rates, sizes = [], []
+    for _ in range(prompts):
+        text = await probe.prompt_of(tokens, uuid.uuid4().hex)
+        rate, size = prefill_rate(await probe.ask([{"role": "user", "content": text}]))
+        rates.append(rate)
+        sizes.append(size)
+    rates.sort()
+    return GateResult(
+        name="prefill",
+        measured=rates[len(rates) // 2],
+        threshold=threshold,
+        unit="tok/s",
+        detail=f"median of {prompts} cold prompts of {min(sizes)}-{max(sizes)} tokens",
+    )
+
+
+async def gate_long_prompt(probe: Probe, tokens: int = 120_000, limit_seconds: float = 180) -> GateResult:
+    """One very long prompt must produce its first token in time."""
+    text = await probe.prompt_of(tokens, uuid.uuid4().hex)
+    result = await probe.ask([{"role": "user", "content": text}])
+    row = result.rows[-1]
+    seconds = row.ttft_s if row.ttft_s is not None else row.duration_s
+    return GateResult(
+        name="long-prompt",
+        measured=seconds,
+        threshold=limit_seconds,
+        unit="s",
+        higher_is_better=False,
+        detail=f"first token of a {row.prompt_tokens}-token prompt",
+    )
+
+
+def unmeasurable(name: str, threshold: float, why: str) -> GateResult:
+    return GateResult(
+        name=name, measured=None, threshold=threshold, unit="hit rate", detail=f"cannot be measured: {why}"
+    )
+
+
+async def hit_rate_of(probe: Probe, turns: list[list[dict[str, Any]]], name: str, threshold: float) -> GateResult:
+    """Send each prompt in order; the hit rate over prompts 2+ comes from the server's counter deltas."""
+    if await probe.hit_counters() is None:
+        return unmeasurable(name, threshold, f"no prefix-cache counters at {probe.metrics_url or '(no /metrics)'}")
+    await probe.ask(turns[0])
+    before = await probe.hit_counters()
+    for messages in turns[1:]:
+        await probe.ask(messages)
+    after = await probe.hit_counters()
+    if before is None or after is None:
+        return unmeasurable(name, threshold, "the prefix-cache counters disappeared during the probe")
+    hits, queries = after[0] - before[0], after[1] - before[1]
+    if queries <= 0:
+        return unmeasurable(name, threshold, "the prefix-cache query counter did not move")
+    return GateResult(
+        name=name,
+        measured=hits / queries,
+        threshold=threshold,
+        unit="hit rate",
+        detail=f"{hits:.0f} of {queries:.0f} prompt tokens hit over {len(turns) - 1} repeat(s)",
+    )
+
+
+async def gate_prefix_twin(probe: Probe, tokens: int = 2000, threshold: float = 0.5) -> GateResult:
+    """The same prompt twice: the second should be served from the prefix cache."""
+    messages = [{"role": "user", "content": await probe.prompt_of(tokens, uuid.uuid4().hex)}]
+    return await hit_rate_of(probe, [messages, messages], "prefix-twin", threshold)
+
+
+def replay_turns(transcript: Path) -> list[list[dict[str, Any]]]:
+    """A recorded session (JSONL of chat messages) -> the prompt of each assistant turn, each extending the last."""
+    try:
+        messages = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError) as error:
+        raise BadInput(f"{transcript}: not a JSONL transcript ({error})") from None
+    if not all(isinstance(m, dict) and "role" in m for m in messages):
+        raise BadInput(f"{transcript}: every line must be a chat message with a role")
+    turns = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+    if len(turns) < 2:
+        raise BadInput(f"{transcript}: needs at least two assistant turns to replay")
+    return turns
+
+
+async def gate_prefix_replay(probe: Probe, transcript: Path, threshold: float = 0.5) -> GateResult:
+    return await hit_rate_of(probe, replay_turns(transcript), "prefix-replay", threshold)
+
+
+def latest_transcript(runs_root: Path) -> Path | None:
+    """The newest recorded transcript with at least two assistant turns, for `gate all`."""
+    candidates = sorted(runs_root.glob("*/work/*/*/transcript.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in candidates[:200]:
+        if sum('"role": "assistant"' in line or '"role":"assistant"' in line for line in path.open()) >= 2:
+            return path
+    return None
+
+
+async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Path | None) -> list[GateResult]:
+    results = []
+    for name in names:
+        if name == "prefill":
+            results.append(
+                await gate_prefill(
+                    probe, gates.prefill_tokens, gates.prefill_prompts, gates.prefill_min_tokens_per_second
+                )
+            )
+        elif name == "long-prompt":
+            results.append(await gate_long_prompt(probe, gates.long_prompt_tokens, gates.long_prompt_max_seconds))
+        elif name == "prefix-twin":
+            results.append(await gate_prefix_twin(probe, gates.twin_tokens, gates.min_prefix_hit_rate))
+        elif transcript is None:
+            results.append(unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)"))
+        else:
+            results.append(await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate))
+    return results
+
+
+def run_gate_command(
+    name: str, all_names: list[str], config_path: Path | None, role: str, base_url: str | None, model: str | None,
+    metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
+    output: Path | None,
+) -> bool:
+    """Resolve the endpoint and thresholds, run the gate(s), print and optionally save; True when all pass."""
+    from soak.config import load_config, with_cli_endpoint
+    from soak.paths import data_dir
+    from soak.stack import metrics_url_for
+
+    config = with_cli_endpoint(load_config(config_path), base_url, model)
+    endpoint = config.endpoint_for(role)
+    gates = config.gates
+    overrides: dict[str, Any] = {}
+    if tokens is not None:
+        key = {"prefill": "prefill_tokens", "long-prompt": "long_prompt_tokens", "prefix-twin": "twin_tokens"}
+        overrides[key.get(name, "twin_tokens")] = tokens
+    if threshold is not None:
+        key = {"prefill": "prefill_min_tokens_per_second", "long-prompt": "long_prompt_max_seconds"}
+        overrides[key.get(name, "min_prefix_hit_rate")] = threshold
+    gates = gates.model_copy(update=overrides)
+    names = all_names if name == "all" else [name]
+    if "prefix-replay" in names and transcript is None and name == "all":
+        transcript = latest_transcript(data_dir())
+    url = metrics_url or metrics_url_for(config.stack, endpoint.base_url)
+
+    async def go() -> list[GateResult]:
+        chat = ChatEndpoint(getattr(config.roles, role), endpoint, config.budgets.stale_seconds)
+        try:
+            return await run_gates(Probe(chat, url), names, gates, transcript)
+        finally:
+            await chat.close()
+
+    results = asyncio.run(go())
+    for result in results:
+        print(result.line())
+    if output:
+        payload = [{**r.model_dump(), "passed": r.passed} for r in results]
+        output.write_text(json.dumps({"endpoint": endpoint.base_url, "model": endpoint.model, "gates": payload},
+                                     indent=2))
+    return all(r.passed for r in results)
