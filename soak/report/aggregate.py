@@ -1,0 +1,279 @@
+"""Aggregations of tasks, calls and events: DataFrame in, DataFrame (or a few headline numbers) out."""
+
+import math
+from typing import Any, get_args
+
+import numpy as np
+import pandas as pd
+
+from soak.record import MODEL_OUTCOMES, Outcome
+from soak.report import series
+from soak.report.load import Run
+
+OUTCOMES = list(get_args(Outcome))
+TOOL_VERDICTS_OK = ("ok", "none")
+STACK_EVENTS = ("restart", "down", "up", "health_fail", "pause", "unpause", "error_budget", "signal", "resume",
+                "server_start", "server_ready", "server_stop")
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def time_span(run: Run) -> tuple[float, float]:
+    """Start and end of the run in unix seconds; a run still going ends at its latest record."""
+    stamps = [run.tasks["ended_at"].max(), run.calls["started_at"].max(), run.events["at"].max(),
+              run.samples["at"].max()]
+    seen = [s for s in stamps if pd.notna(s)]
+    firsts = [run.tasks["started_at"].min(), run.calls["started_at"].min(), run.events["at"].min(),
+              run.samples["at"].min()]
+    start = run.meta.get("started_at") or min((f for f in firsts if pd.notna(f)), default=0.0)
+    end = run.meta.get("ended_at") or max(seen, default=start)
+    return float(start), float(max(end, start))
+
+
+def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
+    return tasks.assign(calls=tasks["orchestrator_calls"] + tasks["coder_calls"])
+
+
+def outcome_counts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Tasks per outcome in schema order, with their share."""
+    counts = tasks["outcome"].value_counts()
+    order = [o for o in OUTCOMES if o in counts.index] + [o for o in counts.index if o not in OUTCOMES]
+    frame = pd.DataFrame({"outcome": order, "tasks": [int(counts[o]) for o in order]})
+    frame["share"] = frame["tasks"] / max(len(tasks), 1)
+    return frame
+
+
+def duration_stats(tasks: pd.DataFrame) -> dict[str, float | None]:
+    durations = tasks["duration_s"].dropna()
+    if durations.empty:
+        return {"median": None, "p90": None, "p99": None, "max": None}
+    q = durations.quantile([0.5, 0.9, 0.99])
+    return {"median": q[0.5], "p90": q[0.9], "p99": q[0.99], "max": durations.max()}
+
+
+def delegation_by_outcome(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Calls per task by role and outcome: what a normal task costs and what a failing one burns."""
+    frame = with_calls(tasks)
+    if frame.empty:
+        return pd.DataFrame(columns=["outcome", "tasks", "orchestrator_median", "coder_median", "calls_median",
+                                     "calls_p90", "calls_max", "delegations_median", "fallback_writes"])
+    grouped = frame.groupby("outcome")
+    out = pd.DataFrame({
+        "tasks": grouped.size(), "orchestrator_median": grouped["orchestrator_calls"].median(),
+        "coder_median": grouped["coder_calls"].median(), "calls_median": grouped["calls"].median(),
+        "calls_p90": grouped["calls"].quantile(0.9), "calls_max": grouped["calls"].max(),
+        "delegations_median": grouped["delegations"].median(), "fallback_writes": grouped["fallback_writes"].sum(),
+    }).reset_index()
+    out["order"] = out["outcome"].map({o: i for i, o in enumerate(OUTCOMES)})
+    return out.sort_values("order", ignore_index=True).drop(columns="order")
+
+
+def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, float]:
+    """Tasks whose calls exceed k × the median calls per task, most calls first; also the threshold."""
+    frame = with_calls(tasks)
+    if frame.empty:
+        return frame.assign(threshold=[]), math.nan
+    threshold = k * frame["calls"].median()
+    flagged = frame[frame["calls"] > threshold].sort_values("calls", ascending=False, kind="stable")
+    return flagged[["task_id", "cycle", "outcome", "calls", "orchestrator_calls", "coder_calls", "rounds",
+                    "duration_s"]].reset_index(drop=True), threshold
+
+
+def per_problem(tasks: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem, highest failure rate first: what routing reads."""
+    columns = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls",
+               "median_s", "outcomes", "last_error_kind", "route"]
+    if tasks.empty:
+        return pd.DataFrame(columns=columns)
+    frame = with_calls(tasks).sort_values("ended_at", kind="stable").assign(
+        passed=lambda f: f["outcome"] == "pass", model=lambda f: f["outcome"].isin(MODEL_OUTCOMES),
+        infra=lambda f: f["outcome"] == "infra_error",
+    )
+    grouped = frame.groupby("task_id")
+    out = pd.DataFrame({
+        "suite": grouped["suite"].last(), "attempts": grouped.size(), "passes": grouped["passed"].sum(),
+        "model_attempts": grouped["model"].sum(), "infra_errors": grouped["infra"].sum(),
+        "median_calls": grouped["calls"].median(), "median_s": grouped["duration_s"].median(),
+    })
+    out["failure_rate"] = (1 - out["passes"] / out["model_attempts"].where(out["model_attempts"] > 0))
+    counts = frame.groupby(["task_id", "outcome"]).size().unstack(fill_value=0)
+    order = [o for o in OUTCOMES if o in counts.columns]
+    out["outcomes"] = counts[order].apply(lambda r: " · ".join(f"{o} {n}" for o, n in r.items() if n), axis=1)
+    errors = frame[frame["error_kind"] != ""]
+    out["last_error_kind"] = errors.groupby("task_id")["error_kind"].last()
+    routed = frame[frame["route"] != ""]
+    out["route"] = routed.groupby("task_id")["route"].last()
+    out = out.fillna({"last_error_kind": "", "route": ""}).reset_index()
+    out = out.sort_values(["failure_rate", "attempts", "task_id"], ascending=[False, False, True],
+                          na_position="last", ignore_index=True)
+    return out[columns]
+
+
+def call_status(calls: pd.DataFrame) -> pd.DataFrame:
+    """Calls per role and status (retries are rows of their own)."""
+    if calls.empty:
+        return pd.DataFrame(columns=["role", "status", "calls"])
+    return calls.groupby(["role", "status"]).size().rename("calls").reset_index()
+
+
+def integrity_counts(calls: pd.DataFrame) -> pd.DataFrame:
+    """Tool-call verdicts per role."""
+    if calls.empty:
+        return pd.DataFrame(columns=["role"])
+    return calls.groupby(["role", "integrity"]).size().unstack(fill_value=0).reset_index()
+
+
+def integrity_over_time(calls: pd.DataFrame, start: float, width: float) -> pd.DataFrame:
+    """Per role and time bucket: share of tool-using calls whose tool call was broken."""
+    tooled = calls[calls["integrity"] != "none"]
+    if tooled.empty:
+        return pd.DataFrame(columns=["role", "at", "bad_share", "calls"])
+    bucket = ((tooled["started_at"] - start) // width).astype(int).rename("bucket")
+    bad = ~tooled["integrity"].isin(TOOL_VERDICTS_OK)
+    grouped = bad.groupby([tooled["role"], bucket])
+    out = pd.DataFrame({"bad_share": grouped.mean(), "calls": grouped.size()}).reset_index()
+    out["at"] = start + (out["bucket"] + 0.5) * width
+    return out[["role", "at", "bad_share", "calls"]]
+
+
+def mangled_examples(calls: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    bad = calls[~calls["integrity"].isin(TOOL_VERDICTS_OK)]
+    return bad.head(n)[["started_at", "task_id", "cycle", "role", "integrity", "tool_names", "finish_reason",
+                        "error"]].reset_index(drop=True)
+
+
+def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """Most common error kinds of unsuccessful tasks, each with the first example tail."""
+    failed = tasks[(tasks["outcome"] != "pass") & (tasks["error_kind"] != "")]
+    if failed.empty:
+        return pd.DataFrame(columns=["error_kind", "count", "problems", "outcomes", "example_task", "example_tail"])
+    grouped = failed.groupby("error_kind")
+    with_tail = failed[failed["error_tail"] != ""].groupby("error_kind")
+    out = pd.DataFrame({
+        "count": grouped.size(), "problems": grouped["task_id"].nunique(),
+        "outcomes": grouped["outcome"].agg(lambda s: ", ".join(sorted(set(s)))),
+        "example_task": grouped["task_id"].first(), "example_tail": with_tail["error_tail"].first(),
+    }).fillna({"example_tail": ""})
+    return out.sort_values("count", ascending=False).head(n).reset_index()
+
+
+def call_errors(calls: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    failed = calls[calls["status"] != "ok"]
+    if failed.empty:
+        return pd.DataFrame(columns=["status", "count", "endpoints", "example"])
+    grouped = failed.groupby("status")
+    out = pd.DataFrame({
+        "count": grouped.size(), "endpoints": grouped["endpoint"].agg(lambda s: ", ".join(sorted(set(s)))),
+        "example": grouped["error"].agg(lambda s: next((e for e in s if e), "")),
+    })
+    return out.sort_values("count", ascending=False).head(n).reset_index()
+
+
+def stack_events(events: pd.DataFrame) -> pd.DataFrame:
+    return events[events["kind"].isin(STACK_EVENTS)].reset_index(drop=True)
+
+
+def quantiles(values: pd.Series) -> dict[str, float | None]:
+    values = values.dropna()
+    if values.empty:
+        return {"p50": None, "p90": None, "p99": None}
+    q = values.quantile([0.5, 0.9, 0.99])
+    return {"p50": q[0.5], "p90": q[0.9], "p99": q[0.99]}
+
+
+def stack_models(run: Run) -> list[str]:
+    """`role: model @ endpoint` lines from the config, falling back to the models seen in calls."""
+    config = run.config
+    endpoints = config.get("endpoints") or {}
+    roles = config.get("roles") or {}
+    roles = roles if config.get("mode") != "direct" else {"coder": roles.get("coder", "default")}
+    lines = []
+    for role, name in roles.items():
+        endpoint = endpoints.get(name) if isinstance(endpoints, dict) else None
+        if isinstance(endpoint, dict):
+            lines.append(f"{role}: {endpoint.get('model', '?')} @ {endpoint.get('base_url', name)}")
+    if not lines and not run.calls.empty:
+        seen = run.calls.groupby("role")["model"].first()
+        lines = [f"{role}: {model}" for role, model in seen.items()]
+    return lines
+
+
+def headline(run: Run, k: float = 3.0) -> dict[str, Any]:
+    """The figures at the top of the report, also written to summary.json."""
+    tasks, calls, events = run.tasks, run.calls, run.events
+    start, end = time_span(run)
+    outcomes = tasks["outcome"].value_counts()
+    model_attempts = int(tasks["outcome"].isin(MODEL_OUTCOMES).sum())
+    passes = int(outcomes.get("pass", 0))
+    passed = tasks[tasks["outcome"] == "pass"]
+    rounds_known = model_attempts > 0 and bool((tasks["rounds"] > 0).any())
+    mangled = int((~calls["integrity"].isin(TOOL_VERDICTS_OK)).sum()) if not calls.empty else int(
+        tasks["mangled_tool_calls"].sum())
+    exhausted = int(calls["reasoning_exhausted"].sum()) if not calls.empty else int(tasks["reasoning_exhausted"].sum())
+    memory = series.memory_trend(run.samples)
+    flagged, _ = over_iteration(tasks, k)
+    figures = {
+        "run_id": run.run_id, "started_at": start, "ended_at": run.meta.get("ended_at"), "running": run.running,
+        "hours": (end - start) / 3600, "mode": run.config.get("mode", ""), "stack": stack_models(run),
+        "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
+        "model_attempts": model_attempts, "passes": passes,
+        "pass_rate": passes / model_attempts if model_attempts else None,
+        "model_failures": model_attempts - passes, "infra_errors": int(outcomes.get("infra_error", 0)),
+        "harness_errors": int(outcomes.get("harness_error", 0)), "cancelled": int(outcomes.get("cancelled", 0)),
+        "pass_at_round_1": int((passed["rounds"] <= 1).sum()) / model_attempts if rounds_known else None,
+        "pass_at_round_2": int((passed["rounds"] <= 2).sum()) / model_attempts if rounds_known else None,
+        "restarts": int((events["kind"] == "restart").sum()), "downs": int((events["kind"] == "down").sum()),
+        "health_fails": int((events["kind"] == "health_fail").sum()), "calls": len(calls),
+        "mangled_tool_calls": mangled, "reasoning_exhausted": exhausted, "over_iteration": len(flagged),
+        "duration_s": duration_stats(tasks), "ttft_s": quantiles(calls["ttft_s"]),
+        "decode_tps": quantiles(calls["decode_tps"]),
+        "memory": {row["series"]: {"growth_mb": row["growth_mb"], "hours": row["hours"]}
+                   for row in memory.to_dict("records")},
+    }
+    figures["verdicts"] = verdicts(figures, memory, run.samples)
+    return jsonable(figures)
+
+
+def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> str | None:
+    """Host MemAvailable if sampled, else harness RSS; flat means under max(256 MB, 2 % of RAM)."""
+    preferred = memory[memory["series"] == "host MemAvailable"]
+    if preferred.empty:
+        preferred = memory[memory["series"] == "harness RSS"]
+    if preferred.empty:
+        return None
+    row = preferred.iloc[0]
+    total = series.summed(samples, "host", "mem_total_bytes")["value"].max()
+    limit_mb = max(256.0, 0.02 * total / 2**20) if pd.notna(total) else 256.0
+    word = "flat" if row["growth_mb"] <= limit_mb else "grew"
+    return f"memory {word}: {row['growth_mb']:+.0f} MB over {row['hours']:.1f} h ({row['series']})"
+
+
+def verdicts(h: dict[str, Any], memory: pd.DataFrame, samples: pd.DataFrame) -> list[str]:
+    lines = []
+    if h["running"]:
+        lines.append("run still in progress: figures cover what has been recorded so far")
+    mem = memory_verdict(memory, samples)
+    lines.append(mem or "memory: no samples")
+    lines.append(f"self-healing fired {h['restarts']} times ({h['downs']} down, {h['health_fails']} health failures)")
+    lines.append(f"mangled tool calls: {h['mangled_tool_calls']} of {h['calls']} calls")
+    lines.append(f"reasoning ate the budget: {h['reasoning_exhausted']} calls")
+    lines.append(f"infra errors: {h['infra_errors']} tasks vs model failures: {h['model_failures']} tasks"
+                 + (f" (harness errors: {h['harness_errors']})" if h["harness_errors"] else ""))
+    if h["pass_at_round_1"] is not None:
+        lines.append(f"pass@round-1 {h['pass_at_round_1']:.0%}, pass@round-2 {h['pass_at_round_2']:.0%}")
+    return lines
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return clean(value)

@@ -1,0 +1,143 @@
+"""Turn loaded runs into what the template shows: records, figures and charts (as data URIs)."""
+
+from typing import Any
+
+import pandas as pd
+
+from soak.report import aggregate as agg
+from soak.report import charts, series
+from soak.report.load import Run
+
+TABLE_ROWS = 200
+"""Longest table shown in full; the rest is counted, not listed."""
+
+
+def records(frame: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    shown = frame if limit is None else frame.head(limit)
+    return [{str(k): agg.clean(v) for k, v in row.items()} for row in shown.to_dict("records")]
+
+
+def budget_seconds(run: Run) -> float | None:
+    budgets = run.config.get("budgets")
+    value = budgets.get("task_seconds") if isinstance(budgets, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def lines_by_source(frame: pd.DataFrame, scale_label: str = "") -> dict[str, pd.DataFrame]:
+    return {f"{source}{scale_label}": series.downsample(part[["at", "value"]])
+            for source, part in frame.groupby("source", sort=True)}
+
+
+def timeline(run: Run, start: float, width: float) -> str:
+    samples, events = run.samples, agg.stack_events(run.events)
+    mem = series.downsample(series.summed(samples, "host", "mem_available_bytes"))
+    rss = lines_by_source(series.window(samples, None, "rss_bytes"))
+    gpu = {"used": series.downsample(series.summed(samples, "gpu", "gpu_memory_used_bytes")),
+           "total": series.downsample(series.summed(samples, "gpu", "gpu_memory_total_bytes"))}
+    gib, mib = 1 / 2**30, 1 / 2**20
+    return charts.render([
+        (charts.plot_outcomes_over_time, (run.tasks, start, width)),
+        (charts.plot_lines, ({"MemAvailable": mem}, start, "Host MemAvailable", "GiB", gib, events)),
+        (charts.plot_lines, (rss, start, "Process RSS (harness, servers)", "MiB", mib, events)),
+        (charts.plot_lines, (gpu, start, "GPU memory (all GPUs)", "GiB", gib, events)),
+    ], size=(10, 11))
+
+
+def server_charts(run: Run, start: float, end: float, width: float) -> dict[str, str]:
+    calls, samples = run.calls, run.samples
+    ok = calls[calls["status"] == "ok"]
+    hit_rate = series.ratio_over_time(samples, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
+                                      start, width)
+    llama_tps = series.ratio_over_time(samples, "llamacpp:tokens_predicted_total",
+                                       "llamacpp:tokens_predicted_seconds_total", start, width)
+    kv = series.window(samples, "server:*", "vllm:kv_cache_usage_perc")
+    queue = {**lines_by_source(series.window(samples, "server:*", "vllm:num_requests_running"), " running"),
+             **lines_by_source(series.window(samples, "server:*", "vllm:num_requests_waiting"), " waiting"),
+             **lines_by_source(series.window(samples, "server:*", "llamacpp:requests_processing"), " processing"),
+             **lines_by_source(series.window(samples, "server:*", "llamacpp:requests_deferred"), " deferred")}
+    return {
+        "ttft_hist": charts.chart(charts.plot_hist, ok["ttft_s"], "TTFT (client side)", "seconds", size=(5, 3)),
+        "tps_hist": charts.chart(charts.plot_hist, ok["decode_tps"], "Decode tok/s (client side)", "tok/s",
+                                 size=(5, 3)),
+        "over_time": charts.render([
+            (charts.plot_quantiles_over_time, (ok, "ttft_s", start, width, "TTFT over time", "seconds")),
+            (charts.plot_quantiles_over_time, (ok, "decode_tps", start, width, "Decode tok/s over time", "tok/s")),
+        ], size=(10, 5.5)),
+        "server_series": charts.render([
+            (charts.plot_lines, (lines_by_source(hit_rate), start, "Prefix-cache hit rate (Δhits / Δqueries)",
+                                 "%", 100.0)),
+            (charts.plot_lines, (lines_by_source(kv), start, "KV-cache usage", "%", 100.0)),
+            (charts.plot_lines, (queue, start, "Requests in the server", "requests")),
+            (charts.plot_lines, (lines_by_source(llama_tps), start,
+                                 "Server decode tok/s (llama.cpp Δtokens / Δseconds)", "tok/s")),
+        ], size=(10, 10)),
+        "spec": charts.chart(charts.plot_spec_positions, series.spec_decode(samples), size=(5, 3)),
+    }
+
+
+def run_view(run: Run, k: float) -> dict[str, Any]:
+    """Everything the template shows for one run."""
+    start, end = agg.time_span(run)
+    width = series.bucket_width(start, end)
+    tasks = run.tasks
+    head = agg.headline(run, k)
+    flagged, threshold = agg.over_iteration(tasks, k)
+    problems = agg.per_problem(tasks)
+    return {
+        "run_id": run.run_id, "path": str(run.path), "notes": run.notes, "headline": head,
+        "outcomes": records(agg.outcome_counts(tasks)), "colours": charts.OUTCOME_COLOURS,
+        "memory": records(series.memory_trend(run.samples)),
+        "durations": {
+            "hist": charts.chart(charts.plot_duration_hist, tasks, agg.duration_stats(tasks), budget_seconds(run),
+                                 size=(5.5, 3.4)),
+            "scatter": charts.chart(charts.plot_duration_vs_calls, tasks, size=(5.5, 3.4)),
+            "budget": budget_seconds(run),
+        },
+        "delegation": {
+            "chart": charts.chart(charts.plot_calls_by_outcome, tasks, size=(10, 3.4)),
+            "by_outcome": records(agg.delegation_by_outcome(tasks)),
+            "call_status": records(agg.call_status(run.calls)),
+            "over": records(flagged, 50), "over_total": len(flagged), "threshold": agg.clean(threshold), "k": k,
+        },
+        "problems": records(problems, TABLE_ROWS), "problems_total": len(problems),
+        "timeline": timeline(run, start, width),
+        "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
+        "server": server_charts(run, start, end, width),
+        "spec_summary": records(series.spec_decode_summary(run.samples)),
+        "integrity": {
+            "counts": records(agg.integrity_counts(run.calls)),
+            "chart": charts.chart(charts.plot_integrity, agg.integrity_over_time(run.calls, start, width), start,
+                                  size=(10, 3)),
+            "examples": records(agg.mangled_examples(run.calls)),
+        },
+        "errors": {
+            "kinds": records(agg.error_kinds(tasks)), "calls": records(agg.call_errors(run.calls)),
+            "samplers": records(series.sampler_errors(run.samples)),
+        },
+        "start": start,
+    }
+
+
+def comparison_view(runs: list[Run], views: list[dict[str, Any]]) -> dict[str, Any]:
+    """Side-by-side headline, pass rate per problem and call timing per run."""
+    labels = [f"{v['run_id']}" if [w["run_id"] for w in views].count(v["run_id"]) == 1 else f"{v['run_id']} #{i + 1}"
+              for i, v in enumerate(views)]
+    rates = {}
+    for label, run in zip(labels, runs, strict=True):
+        table = agg.per_problem(run.tasks).set_index("task_id")
+        rates[label] = 1 - table["failure_rate"]
+    pivot = pd.DataFrame(rates)
+    if not pivot.empty:
+        pivot = pivot.assign(spread=pivot.max(axis=1) - pivot.min(axis=1)).sort_values(
+            ["spread"], ascending=False, na_position="last")
+    rows = [{"task_id": task_id, "rates": [agg.clean(row[label]) for label in labels]}
+            for task_id, row in pivot.head(TABLE_ROWS).iterrows()]
+    ok = [run.calls[run.calls["status"] == "ok"] for run in runs]
+    timing = charts.render([
+        (charts.plot_per_run, ({lb: c["ttft_s"] for lb, c in zip(labels, ok, strict=True)}, "TTFT per run",
+                               "seconds")),
+        (charts.plot_per_run, ({lb: c["decode_tps"] for lb, c in zip(labels, ok, strict=True)},
+                               "Decode tok/s per run", "tok/s")),
+    ], size=(10, 6))
+    return {"labels": labels, "headlines": [v["headline"] for v in views], "problems": rows,
+            "problems_total": len(pivot), "timing": timing}

@@ -1,0 +1,191 @@
+"""Synthetic run folders written through the row models: report tests, the scale benchmark and demos."""
+
+import csv
+import json
+import math
+import random
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from soak.record import CallRow, EventRow, SampleRow, TaskRow
+
+START = 1_760_000_000.0
+PROBLEMS = [
+    "word-frequency", "luhn-checksum", "roman-numerals", "matrix-spiral", "lru-cache", "interval-merge",
+    "json-pointer", "csv-quoting", "topo-sort", "rate-limiter", "diff-lines", "bank-account",
+    "markdown-table", "cron-parser", "trie-autocomplete", "dijkstra",
+]
+HOSTILE_TAIL = "AssertionError: got '<script>alert(\"pwned\")</script>' & friends\n</pre><b>not bold</b>"
+
+
+def write_rows(path: Path, model: type[BaseModel], rows: Iterable[BaseModel]) -> None:
+    """CSV with the model's fields as header, None as an empty cell; rows are validated on construction."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(list(model.model_fields))
+        for row in rows:
+            writer.writerow(["" if v is None else v for v in row.model_dump().values()])
+
+
+def build_run(
+    root: Path, *, run_id: str = "night-1", tasks: int = 60, calls_per_task: int = 10, hours: float = 8.0,
+    sample_seconds: float = 5.0, engine: str = "vllm", seed: int = 0, restarts: int = 2, in_progress: bool = False,
+    torn: bool = False, hostile: bool = False,
+) -> Path:
+    """A run folder with realistic shapes: outcomes by problem difficulty, restarts, mangled calls, telemetry."""
+    rng = random.Random(seed)
+    folder = root / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    end = START + hours * 3600
+    restart_at = sorted(START + (i + 1) * hours * 3600 / (restarts + 1) for i in range(restarts))
+    model = "Qwen3-Coder-30B" if engine == "vllm" else "SmolLM2-135M-Instruct"
+    task_rows, call_rows = [], []
+    gap = hours * 3600 / max(tasks, 1)
+    for i in range(tasks):
+        problem = PROBLEMS[i % len(PROBLEMS)]
+        difficulty = (i % len(PROBLEMS)) / len(PROBLEMS)
+        started = START + i * gap + rng.random() * gap * 0.2
+        near_restart = any(0 <= started - r < 120 for r in restart_at)
+        n_calls = calls_per_task * (4 if rng.random() < 0.03 else 1)
+        if near_restart:
+            outcome = "infra_error"
+        elif hostile and i == 1:
+            outcome = "fail"
+        else:
+            roll = rng.random()
+            outcome = "pass" if roll > difficulty * 0.8 else rng.choice(["fail", "fail", "timeout", "call_cap",
+                                                                         "no_artifact"])
+        duration = min(rng.lognormvariate(4.0, 0.6) * (1 + n_calls / 10), 600.0 if outcome != "timeout" else 601.0)
+        rounds = 1 if outcome == "pass" and rng.random() < 0.7 else 2
+        kind = {"fail": "AssertionError", "timeout": "budget", "call_cap": "call_cap", "no_artifact": "no_artifact",
+                "infra_error": "ConnectionError"}.get(outcome, "")
+        tail = HOSTILE_TAIL if hostile and outcome == "fail" else (
+            f"test_solution.py:{10 + i % 7}: in test_case\n    assert solve() == {i % 5}\n{kind}" if kind else "")
+        mangled = exhausted = 0
+        for c in range(n_calls):
+            role = "orchestrator" if c % 3 == 0 else "coder"
+            at = started + c * duration / n_calls
+            verdict = rng.choices(["ok", "none", "mangled_name", "bad_json"], [70, 25, 3, 2])[0]
+            mangled += verdict in ("mangled_name", "bad_json")
+            ran_out = rng.random() < 0.01
+            exhausted += ran_out
+            status = "connection" if outcome == "infra_error" and c == n_calls - 1 else "ok"
+            ttft = rng.lognormvariate(-1.2, 0.5) * (1 + 0.3 * math.sin((at - START) / 3600))
+            call_rows.append(CallRow(
+                run_id=run_id, task_id=problem, cycle=i // len(PROBLEMS), call_index=c, role=role, endpoint="default",
+                model=model, stream=True, started_at=at, first_byte_s=ttft * 0.9, ttft_s=ttft,
+                duration_s=duration / n_calls, decode_tps=rng.gauss(60 if engine == "vllm" else 25, 6),
+                prompt_tokens=rng.randint(800, 6000), completion_tokens=rng.randint(50, 900),
+                reasoning_tokens=rng.randint(0, 300), cached_tokens=rng.randint(0, 800), max_tokens=2048,
+                finish_reason="length" if ran_out else "tool_calls", tool_calls=int(verdict != "none"),
+                tool_names="delegate" if role == "orchestrator" else "write_file", integrity=verdict,
+                reasoning_exhausted=ran_out, status=status,
+                error="Expecting value: line 1 column 12 (char 11) <tool_call>{\"name\": write_file" if verdict ==
+                "bad_json" else "",
+            ))
+        orchestrator_calls = sum(1 for c in range(n_calls) if c % 3 == 0)
+        task_rows.append(TaskRow(
+            run_id=run_id, cycle=i // len(PROBLEMS), task_id=problem, suite="builtin", route="coder-only" if
+            difficulty > 0.8 else "", started_at=started, ended_at=started + duration, duration_s=duration,
+            outcome=outcome, rounds=rounds, orchestrator_calls=orchestrator_calls,
+            coder_calls=n_calls - orchestrator_calls, delegations=rounds, prompt_tokens=3000 * n_calls,
+            completion_tokens=400 * n_calls, tests_passed=5 if outcome == "pass" else 2, tests_total=5,
+            test_seconds=1.5, error_kind=kind, error_tail=tail, mangled_tool_calls=mangled,
+            reasoning_exhausted=exhausted, orchestrator_model=model, coder_model=model,
+        ))
+    if in_progress:
+        task_rows = [t for t in task_rows if t.ended_at < START + hours * 3600 * 0.9]
+    events = [EventRow(run_id=run_id, at=START, kind="run_start")]
+    for r in restart_at:
+        events += [
+            EventRow(run_id=run_id, at=r - 15, kind="health_fail", source=engine, detail="GET /health -> 503"),
+            EventRow(run_id=run_id, at=r - 5, kind="down", source=engine, detail="3 health checks failed"),
+            EventRow(run_id=run_id, at=r, kind="restart", source=engine, detail="exit code -9 <OOM>"),
+            EventRow(run_id=run_id, at=r + 60, kind="up", source=engine),
+        ]
+    if not in_progress:
+        events.append(EventRow(run_id=run_id, at=end, kind="run_end"))
+    write_rows(folder / "tasks.csv", TaskRow, task_rows)
+    write_rows(folder / "calls.csv", CallRow, call_rows)
+    write_rows(folder / "events.csv", EventRow, events)
+    write_rows(folder / "samples.csv", SampleRow, synth_samples(run_id, engine, hours, sample_seconds, restart_at, rng))
+    if torn:
+        with (folder / "tasks.csv").open("a") as handle:
+            handle.write(f"1,{run_id},9,word-frequency,builtin,,{end},")
+    meta = {
+        "run_id": run_id, "started_at": START, "ended_at": None if in_progress else end, "resumes": [],
+        "versions": {"soak": "0.1.0", "python": "3.11"}, "host": {"hostname": "box", "cpus": 16},
+        "config": {
+            "endpoints": {"default": {"base_url": "http://127.0.0.1:8000/v1", "model": model}},
+            "roles": {"orchestrator": "default", "coder": "default"}, "mode": "delegate",
+            "budgets": {"task_seconds": 600, "max_calls": 24},
+            "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
+        },
+    }
+    (folder / "run.json").write_text(json.dumps(meta, indent=2))
+    return folder
+
+
+def synth_samples(
+    run_id: str, engine: str, hours: float, step: float, restart_at: list[float], rng: random.Random
+) -> Iterable[SampleRow]:
+    """Host, harness, GPU and server series every `step` seconds; server counters reset at each restart."""
+    source = f"server:{engine}"
+    counters: dict[str, float] = {}
+    total_mem, gpu_total = 64 * 2**30, 24 * 2**30
+    ticks = int(hours * 3600 / step) + 1
+    for k in range(ticks):
+        at = START + k * step
+        if any(at - step < r <= at for r in restart_at):
+            counters.clear()
+        frac = k / max(ticks - 1, 1)
+        gauges: list[tuple[str, str, float | None, str]] = [
+            ("host", "mem_available_bytes", total_mem * 0.6 - frac * 150 * 2**20 + rng.gauss(0, 2**25), ""),
+            ("host", "mem_total_bytes", total_mem, ""),
+            ("host", "swap_used_bytes", 0.0, ""),
+            ("host", "load1", 2 + rng.random(), ""),
+            ("harness", "rss_bytes", 180 * 2**20 + frac * 12 * 2**20, ""),
+            ("harness", "cpu_percent", 5 + rng.random() * 10, ""),
+            (source, "rss_bytes", 3 * 2**30 + rng.gauss(0, 2**22), ""),
+            (source, "cpu_percent", 90 + rng.random() * 20, ""),
+            ("gpu", "gpu_memory_used_bytes", gpu_total * 0.85, "gpu=0"),
+            ("gpu", "gpu_memory_total_bytes", gpu_total, "gpu=0"),
+            ("gpu", "gpu_utilization", 60 + rng.random() * 30, "gpu=0"),
+        ]
+        increments: dict[str, float]
+        if engine == "vllm":
+            queries = rng.randint(2000, 9000)
+            drafts = rng.randint(20, 60)
+            increments = {
+                "vllm:prefix_cache_queries_total": queries,
+                "vllm:prefix_cache_hits_total": queries * (0.5 + 0.3 * frac),
+                "vllm:spec_decode_num_drafts_total": drafts,
+                "vllm:spec_decode_num_draft_tokens_total": drafts * 3,
+                "vllm:spec_decode_num_accepted_tokens_total": drafts * 1.6,
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total|position=0": drafts * 0.8,
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total|position=1": drafts * 0.5,
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total|position=2": drafts * 0.3,
+            }
+            gauges += [
+                (source, "vllm:kv_cache_usage_perc", min(1.0, 0.2 + 0.5 * rng.random()), ""),
+                (source, "vllm:num_requests_running", float(rng.randint(0, 2)), ""),
+                (source, "vllm:num_requests_waiting", float(rng.randint(0, 1)), ""),
+            ]
+        else:
+            predicted = rng.randint(100, 400)
+            increments = {
+                "llamacpp:prompt_tokens_total": rng.randint(500, 3000),
+                "llamacpp:prompt_seconds_total": 1.0,
+                "llamacpp:tokens_predicted_total": predicted,
+                "llamacpp:tokens_predicted_seconds_total": predicted / rng.gauss(25, 2),
+            }
+        for key, step_value in increments.items():
+            counters[key] = counters.get(key, 0.0) + step_value
+            metric, _, labels = key.partition("|")
+            gauges.append((source, metric, counters[key], labels))
+        for src, metric, value, labels in gauges:
+            yield SampleRow(run_id=run_id, at=at, source=src, metric=metric, value=value, labels=labels)
+        if k == ticks // 3:
+            yield SampleRow(run_id=run_id, at=at, source="gpu", metric="error", error="nvidia-smi timed out")
