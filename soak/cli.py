@@ -183,3 +183,21 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
     if not config.endpoints:
         raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
     sys.exit(0 if run_doctor(config, tries) else 1)
+
+
+# --- try ---------------------------------------------------------------------------------------
+
+
+@main.command("try")
+@click.option("--task", "task_ref", required=True, help="Task id (builtin/humaneval) or a task folder.")
+@click.option("--suite", default="builtin,humaneval", show_default=True, help=SUITE_HELP)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
+@click.option("--base-url", help="Use this endpoint for both roles instead of the config's.")
+@click.option("--model", help="Model name for --base-url.")
+@click.option("--mode", type=click.Choice(["delegate", "direct"]), help="Default: the config's mode (delegate).")
+def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | None, model: str | None,
+         mode: str | None) -> None:
+    """Run one task end to end and print each call and the result as tables. Exit 0 on pass, 1 otherwise."""
+    from soak.agent import try_command
+
+    sys.exit(0 if try_command(task_ref, suite, config_path, base_url, model, mode) else 1)

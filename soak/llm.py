@@ -14,7 +14,7 @@ from asyncio_throttle import Throttler
 from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from soak.config import Endpoint
+from soak.config import Endpoint, SoakConfig
 from soak.record import CallRow, CallStatus, Integrity
 from soak.tools import ToolCall, judge_tool_calls
 
@@ -76,6 +76,9 @@ class ChatModel(Protocol):
 
     @property
     def model(self) -> str: ...
+
+    @property
+    def max_tokens(self) -> int: ...
 
     async def chat(
         self,
@@ -241,6 +244,10 @@ class ChatEndpoint:
     def model(self) -> str:
         return self.endpoint.model
 
+    @property
+    def max_tokens(self) -> int:
+        return self.endpoint.max_tokens
+
     async def close(self) -> None:
         await self.client.close()
 
@@ -378,6 +385,19 @@ class ChatEndpoint:
         if self._key:
             text = text.replace(self._key, "***")
         return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]
+
+
+def chat_endpoints(config: SoakConfig, roles: tuple[str, ...] = ("orchestrator", "coder")) -> dict[str, ChatEndpoint]:
+    """Role -> endpoint; roles naming the same endpoint share one client, rate limit and semaphore."""
+    shared: dict[str, ChatEndpoint] = {}
+    chosen = {}
+    for role in roles:
+        endpoint = config.endpoint_for(role)
+        name = getattr(config.roles, role)
+        if name not in shared:
+            shared[name] = ChatEndpoint(name, endpoint, config.budgets.stale_seconds)
+        chosen[role] = shared[name]
+    return chosen
 
 
 def _status_of(failure: openai.APIStatusError) -> CallStatus:

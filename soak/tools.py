@@ -2,7 +2,7 @@
 
 import json
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,6 +14,8 @@ ABSORBED_ARGS = re.compile(r"[\s()<>=\"'{}\[\],:;]")
 """Characters a clean function name never has; seeing one means the name swallowed its arguments."""
 BAD_VERDICTS: tuple[Integrity, ...] = ("mangled_name", "unknown_tool", "bad_json", "path_escape")
 """Worst first."""
+FENCED = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
+READ_CHARS = 50_000
 
 
 def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
@@ -103,3 +105,46 @@ def judge_tool_calls(calls: list[ToolCall], tools: list[dict[str, Any]] | None, 
     required = required_params(tools)
     verdicts = {verdict_of(call, required) for call in calls}
     return next((v for v in BAD_VERDICTS if v in verdicts), "ok")
+
+
+def signature(tool: dict[str, Any]) -> str:
+    function = tool["function"]
+    return f"{function['name']}({', '.join(function['parameters']['properties'])})"
+
+
+def refusal(call: ToolCall, verdict: Integrity, tools: list[dict[str, Any]], entry: str) -> str:
+    """The tool message answering a bad tool call, so the model can correct itself."""
+    offered = " and ".join(signature(tool) for tool in tools)
+    if verdict == "bad_json":
+        return f"error: the arguments of {call.name} are not a JSON object with every required field; tools: {offered}"
+    if verdict == "path_escape":
+        return f"error: paths must stay inside the workspace; write {entry} with a relative path"
+    return f"error: there is no tool named {call.name!r}; the tools are {offered}"
+
+
+def run_file_tool(call: ToolCall, workspace: Path) -> tuple[str, str | None]:
+    """Run a judged-ok write_file / read_file inside `workspace`: (reply, path written or None)."""
+    args = call.args() or {}
+    path = args["path"]
+    root = workspace.resolve()
+    target = (root / path).resolve()
+    # The verdict checked the text; resolving also catches symlinks that point out of the workspace.
+    if not target.is_relative_to(root) or target == root:
+        return f"error: {path!r} is not a file inside the workspace", None
+    try:
+        if call.name == "read_file":
+            return target.read_text(errors="replace")[:READ_CHARS], None
+        content = args["content"]
+        if not isinstance(content, str):
+            return "error: content must be a string holding the whole file", None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    except OSError as error:
+        return f"error: {path}: {error.strerror or error}", None
+    return f"wrote {path} ({len(content)} characters)", str(target.relative_to(root))
+
+
+def fenced_code(text: str) -> str | None:
+    """The longest fenced python (or unlabelled) block of a reply, if any."""
+    blocks = [block for block in FENCED.findall(text or "") if block.strip()]
+    return max(blocks, key=len) if blocks else None
