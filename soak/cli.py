@@ -119,6 +119,22 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
         click.echo(f"  {entry.label():<16} {task_id}: {why}")
 
 
+# --- report ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("runs", nargs=-1)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write [default: reports/<run_id>.html]; summary.json goes beside it.")
+@click.option("--over-factor", default=3.0, show_default=True, help="Over-iteration: calls > this x the median task's.")
+def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> None:
+    """Render RUNS (ids or folders; none = the latest run) into one offline HTML file; several runs are compared."""
+    from soak.report import default_output, render_report, resolve_run_dir
+
+    dirs = [resolve_run_dir(ref) for ref in runs] if runs else [resolve_run_dir(None)]
+    click.echo(str(render_report(dirs, output or default_output(dirs), k=over_factor)))
+
+
 # --- compare -----------------------------------------------------------------------------------
 
 

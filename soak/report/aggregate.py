@@ -37,6 +37,13 @@ def time_span(run: Run) -> tuple[float, float]:
     return float(start), float(max(end, start))
 
 
+def active_hours(run: Run, start: float, end: float) -> float:
+    """Time the run was actually running: the sessions' own time when recorded (a crash gap does not count)."""
+    spans = [(s.get("stopped_at") or s.get("last_seen_at") or 0) - (s.get("started_at") or 0) for s in run.sessions]
+    spans = [x for x in spans if isinstance(x, int | float) and x > 0]
+    return (sum(spans) if spans else end - start) / 3600
+
+
 def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
     return tasks.assign(calls=tasks["orchestrator_calls"] + tasks["coder_calls"])
 
@@ -219,9 +226,12 @@ def headline(run: Run, k: float = 3.0) -> dict[str, Any]:
     exhausted = int(calls["reasoning_exhausted"].sum()) if not calls.empty else int(tasks["reasoning_exhausted"].sum())
     memory = series.memory_trend(run.samples)
     flagged, _ = over_iteration(tasks, k)
+    last = run.sessions[-1] if run.sessions else {}
     figures = {
         "run_id": run.run_id, "started_at": start, "ended_at": run.meta.get("ended_at"), "running": run.running,
-        "hours": (end - start) / 3600, "mode": run.config.get("mode", ""), "stack": stack_models(run),
+        "last_seen_at": last.get("last_seen_at"), "stop_reason": last.get("reason", ""),
+        "sessions": len(run.sessions), "hours": active_hours(run, start, end), "mode": run.config.get("mode", ""),
+        "stack": stack_models(run),
         "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,
@@ -258,7 +268,9 @@ def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> str | None:
 def verdicts(h: dict[str, Any], memory: pd.DataFrame, samples: pd.DataFrame) -> list[str]:
     lines = []
     if h["running"]:
-        lines.append("run still in progress: figures cover what has been recorded so far")
+        lines.append("run not ended (still going, or interrupted: see the last heartbeat): figures so far")
+    if h["sessions"] > 1:
+        lines.append(f"resumed {h['sessions'] - 1} times")
     mem = memory_verdict(memory, samples)
     lines.append(mem or "memory: no samples")
     lines.append(f"self-healing fired {h['restarts']} times ({h['downs']} down, {h['health_fails']} health failures)")

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from soak.errors import BadInput
 from soak.paths import data_dir
-from soak.record import CallRow, EventRow, SampleRow, TaskRow
+from soak.record import CallRow, EventRow, SampleRow, TaskRow, complete_length
 
 TABLES: dict[str, type[BaseModel]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
@@ -40,7 +40,13 @@ class Run:
         return config if isinstance(config, dict) else {}
 
     @property
+    def sessions(self) -> list[dict[str, Any]]:
+        sessions = self.meta.get("sessions")
+        return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+
+    @property
     def running(self) -> bool:
+        """Not ended: still going, or stopped by a crash (run.json cannot tell these apart; the heartbeat can)."""
         return bool(self.meta) and not self.meta.get("ended_at")
 
 
@@ -74,15 +80,16 @@ def _parse(text: str) -> pd.DataFrame:
 def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataFrame:
     """One CSV as a DataFrame with every field of `model`, typed; missing columns get the model's default."""
     kinds = _column_kinds(model)
-    text = ""
+    data = b""
     if path.is_file():
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        data = path.read_bytes()
     elif path.parent.is_dir():
         notes.append(f"{path.name}: missing")
-    if text and not text.endswith("\n"):
-        # Rows are appended and flushed whole; no final newline means the writer stopped mid-row.
-        text = text[: text.rfind("\n") + 1]
-        notes.append(f"{path.name}: dropped a torn last row")
+    keep = complete_length(data)
+    if keep < len(data):
+        # Rows are appended whole; bytes after the last complete row are a write in flight or a crash.
+        notes.append(f"{path.name}: ignored a torn last row ({len(data) - keep} bytes)")
+    text = data[:keep].decode("utf-8", errors="replace")
     frame = _parse(text) if text.strip() else pd.DataFrame()
     frame = frame.rename(columns=str.strip)
     out = {}

@@ -1,15 +1,11 @@
 """Synthetic run folders written through the row models: report tests, the scale benchmark and demos."""
 
-import csv
-import json
 import math
 import random
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from soak.record import CallRow, EventRow, SampleRow, TaskRow
+from soak.record import CallRow, CsvLog, EventRow, Limits, Row, RunInfo, SampleRow, Session, TaskRow, write_json_atomic
 
 START = 1_760_000_000.0
 PROBLEMS = [
@@ -17,16 +13,18 @@ PROBLEMS = [
     "json-pointer", "csv-quoting", "topo-sort", "rate-limiter", "diff-lines", "bank-account",
     "markdown-table", "cron-parser", "trie-autocomplete", "dijkstra",
 ]
+BAD_JSON = 'Expecting value: line 1 column 12 (char 11) <tool_call>{"name": write_file'
 HOSTILE_TAIL = "AssertionError: got '<script>alert(\"pwned\")</script>' & friends\n</pre><b>not bold</b>"
 
 
-def write_rows(path: Path, model: type[BaseModel], rows: Iterable[BaseModel]) -> None:
-    """CSV with the model's fields as header, None as an empty cell; rows are validated on construction."""
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(list(model.model_fields))
+def write_rows(path: Path, model: type[Row], rows: Iterable[Row]) -> None:
+    """Through the run's own CSV writer, so the fixture has exactly the format a real run has."""
+    log = CsvLog(path, model)
+    try:
         for row in rows:
-            writer.writerow(["" if v is None else v for v in row.model_dump().values()])
+            log.append(row)
+    finally:
+        log.close()
 
 
 def build_run(
@@ -48,7 +46,7 @@ def build_run(
         difficulty = (i % len(PROBLEMS)) / len(PROBLEMS)
         started = START + i * gap + rng.random() * gap * 0.2
         near_restart = any(0 <= started - r < 120 for r in restart_at)
-        n_calls = calls_per_task * (4 if rng.random() < 0.03 else 1)
+        n_calls = max(2, round(rng.gauss(calls_per_task, calls_per_task / 4))) * (4 if rng.random() < 0.03 else 1)
         if near_restart:
             outcome = "infra_error"
         elif hostile and i == 1:
@@ -57,7 +55,8 @@ def build_run(
             roll = rng.random()
             outcome = "pass" if roll > difficulty * 0.8 else rng.choice(["fail", "fail", "timeout", "call_cap",
                                                                          "no_artifact"])
-        duration = min(rng.lognormvariate(4.0, 0.6) * (1 + n_calls / 10), 600.0 if outcome != "timeout" else 601.0)
+        duration = 600 + rng.random() * 5 if outcome == "timeout" else min(
+            rng.lognormvariate(4.0, 0.6) * (1 + n_calls / 10), 599.0)
         rounds = 1 if outcome == "pass" and rng.random() < 0.7 else 2
         kind = {"fail": "AssertionError", "timeout": "budget", "call_cap": "call_cap", "no_artifact": "no_artifact",
                 "infra_error": "ConnectionError"}.get(outcome, "")
@@ -82,8 +81,7 @@ def build_run(
                 finish_reason="length" if ran_out else "tool_calls", tool_calls=int(verdict != "none"),
                 tool_names="delegate" if role == "orchestrator" else "write_file", integrity=verdict,
                 reasoning_exhausted=ran_out, status=status,
-                error="Expecting value: line 1 column 12 (char 11) <tool_call>{\"name\": write_file" if verdict ==
-                "bad_json" else "",
+                error=(HOSTILE_TAIL if hostile else BAD_JSON) if verdict == "bad_json" else "",
             ))
         orchestrator_calls = sum(1 for c in range(n_calls) if c % 3 == 0)
         task_rows.append(TaskRow(
@@ -114,17 +112,21 @@ def build_run(
     if torn:
         with (folder / "tasks.csv").open("a") as handle:
             handle.write(f"1,{run_id},9,word-frequency,builtin,,{end},")
-    meta = {
-        "run_id": run_id, "started_at": START, "ended_at": None if in_progress else end, "resumes": [],
-        "versions": {"soak": "0.1.0", "python": "3.11"}, "host": {"hostname": "box", "cpus": 16},
-        "config": {
+    last_seen = max([t.ended_at for t in task_rows], default=START) if in_progress else end
+    info = RunInfo(
+        run_id=run_id, created_at=START, started_at=START, ended_at=None if in_progress else end,
+        limits=Limits(duration_seconds=hours * 3600), versions={"soak": "0.1.0", "python": "3.11"},
+        host={"hostname": "box", "cpus": 16},
+        sessions=[Session(session=0, pid=4242, started_at=START, last_seen_at=last_seen,
+                          stopped_at=None if in_progress else end, reason="" if in_progress else "deadline")],
+        config={
             "endpoints": {"default": {"base_url": "http://127.0.0.1:8000/v1", "model": model}},
             "roles": {"orchestrator": "default", "coder": "default"}, "mode": "delegate",
             "budgets": {"task_seconds": 600, "max_calls": 24},
             "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
         },
-    }
-    (folder / "run.json").write_text(json.dumps(meta, indent=2))
+    )
+    write_json_atomic(folder / "run.json", info.model_dump_json(indent=2))
     return folder
 
 
