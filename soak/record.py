@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -185,12 +185,21 @@ class RunInfo(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     created_at: float
+    started_at: float | None = None
+    """Start of the first session."""
+    ended_at: float | None = None
+    """Set when a session stops (any reason), cleared by a resume; None after a crash."""
     config: dict[str, Any]
     """SoakConfig as resolved from soak.toml and flags, secrets redacted."""
     limits: Limits
+    routing: dict[str, Any] = Field(default_factory=dict)
+    """The routing file applied (`soak run --routing`), so a resume applies it too."""
+    stack: dict[str, Any] = Field(default_factory=dict)
+    """What soak started itself, e.g. the embedded default's engine, version and settings."""
     versions: dict[str, str] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)
     sessions: list[Session] = Field(default_factory=list)
+    """The resume history: one entry per start or resume."""
     in_flight: list[str] = Field(default_factory=list)
     """`<task_id>/<cycle>` of the attempts running at the last heartbeat."""
 
@@ -321,7 +330,13 @@ def read_rows(path: Path, model: type[R]) -> Iterator[R]:
 
 # --- the run folder -----------------------------------------------------------------------------
 
-LOGS: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
+class RowListener(Protocol):
+    """Sees every row as it is written (the live view, the Prometheus exporter)."""
+
+    def task(self, row: TaskRow) -> None: ...
+    def call(self, row: CallRow) -> None: ...
+    def event(self, row: EventRow) -> None: ...
+    def sample(self, row: SampleRow) -> None: ...
 
 
 class RunFolder:
@@ -331,6 +346,7 @@ class RunFolder:
         self.path = path
         self.run_id = path.name
         self.info_path = path / "run.json"
+        self.listeners: list[RowListener] = []
 
     def open(self) -> None:
         """Create or reopen the CSVs, repairing torn tails; tasks.csv is fsynced per row."""
@@ -348,9 +364,27 @@ class RunFolder:
         for log in self.logs:
             log.close()
 
+    def record_task(self, row: TaskRow) -> None:
+        self.tasks.append(row)
+        for listener in self.listeners:
+            listener.task(row)
+
+    def record_call(self, row: CallRow) -> None:
+        self.calls.append(row)
+        for listener in self.listeners:
+            listener.call(row)
+
+    def record_sample(self, row: SampleRow) -> None:
+        """The telemetry writer (soak.monitor.Monitor's `write`)."""
+        self.samples.append(row)
+        for listener in self.listeners:
+            listener.sample(row)
+
     def event(self, kind: EventKind, detail: str = "", source: str = "runner") -> EventRow:
         row = EventRow(run_id=self.run_id, at=time.time(), kind=kind, source=source, detail=detail)
         self.events.append(row)
+        for listener in self.listeners:
+            listener.event(row)
         return row
 
     def work_dir(self, task_id: str, cycle: int) -> Path:
