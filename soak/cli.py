@@ -217,3 +217,78 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
     from soak.agent import try_command
 
     sys.exit(0 if try_command(task_ref, suite, config_path, base_url, model, mode) else 1)
+
+
+# --- run ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
+@click.option("--hours", type=float, help="Run this long (active time, summed over resumes).")
+@click.option("--minutes", type=float, help="Run this many minutes.")
+@click.option("--tasks", "max_tasks", type=int, help="Stop after this many finished task attempts.")
+@click.option("--suite", help=SUITE_HELP + " Default: the config's (builtin).")
+@click.option("--concurrency", type=int, help="Tasks in flight at once. Default: the config's (2).")
+@click.option("--seed", type=int, help="Seed of each cycle's shuffled order. Default: the config's (0).")
+@click.option("--run-id", help="Name of the run folder. Default: date-time plus a random suffix.")
+@click.option("--mode", type=click.Choice(["delegate", "direct"]), help="Default: the config's (delegate).")
+@click.option("--base-url", help="Quick set-up: this OpenAI-compatible endpoint serves both roles.")
+@click.option("--model", help="Model name for --base-url.")
+@click.option("--routing", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="routing.toml from `soak route`: per-task skip, escalate, cap or extend.")
+@click.option("--metrics-port", type=int, help="Serve the run's own Prometheus metrics on 127.0.0.1:PORT.")
+@click.option("--quiet", is_flag=True, help="One line per finished task instead of the live view (for logs).")
+@click.option("--resume", "resume", metavar="RUN_ID",
+              help="Continue a stopped or crashed run with its own config; --hours/--minutes/--tasks count from now.")
+@click.option("--detach", is_flag=True, help="Run in the background (own session, log in the run folder).")
+@click.option("--detached", is_flag=True, hidden=True)
+def run(config_path: Path | None, hours: float | None, minutes: float | None, max_tasks: int | None,
+        suite: str | None, concurrency: int | None, seed: int | None, run_id: str | None, mode: str | None,
+        base_url: str | None, model: str | None, routing: Path | None, metrics_port: int | None, quiet: bool,
+        resume: str | None, detach: bool, detached: bool) -> None:
+    """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
+
+    Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
+    budget stopped it, 2 on bad input, 130 on Ctrl-C / SIGTERM (resume it with --resume RUN_ID).
+    """
+    from soak.runs import RunOptions, run_command
+
+    options = RunOptions(
+        config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
+        seed=seed, run_id=run_id, mode=mode, base_url=base_url, model=model, routing=routing,
+        metrics_port=metrics_port, quiet=quiet, resume=resume, detach=detach, detached=detached,
+    )
+    sys.exit(run_command(options))
+
+
+@main.command()
+@click.argument("run_id", required=False)
+def status(run_id: str | None) -> None:
+    """Progress of RUN_ID (default: the newest run), read from its folder; works while it runs."""
+    from rich.console import Console
+
+    from soak.runs import show_status
+
+    show_status(run_id, Console())
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for the run to exit.")
+def stop(run_id: str, timeout: float) -> None:
+    """Stop a running run gracefully (SIGTERM): in-flight tasks are recorded as cancelled. Exit 1 if it hangs."""
+    from rich.console import Console
+
+    from soak.runs import stop_run
+
+    sys.exit(stop_run(run_id, timeout, Console()))
+
+
+@main.command()
+def runs() -> None:
+    """List the runs in the data folder: id, start, state (running/finished/stopped/crashed), tasks, pass rate."""
+    from rich.console import Console
+
+    from soak.runs import list_runs
+
+    list_runs(Console())
