@@ -292,3 +292,27 @@ def runs() -> None:
     from soak.runs import list_runs
 
     list_runs(Console())
+
+
+# --- sim ---------------------------------------------------------------------------------------
+
+
+@main.command("sim")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8000, show_default=True, help="Port to listen on; 0 picks a free one.")
+@click.option("--scenario", default="clean", show_default=True,
+              help="Shipped scenario (clean, flaky, overiterate, zero, ...) or a .toml/.json file.")
+@click.option("--seed", default=0, show_default=True, help="Seed of every random choice (replies, faults, timing).")
+@click.option("--engine", type=click.Choice(["vllm", "llamacpp"]), default="vllm", show_default=True,
+              help="Which server to imitate: /metrics names, /health body, reasoning field.")
+@click.option("--suite", default="builtin", show_default=True, help="Task suites the simulated coder knows.")
+@click.option("--state", type=click.Path(dir_okay=False, path_type=Path),
+              help="File keeping the request count across restarts, so scheduled faults (crashes) fire once.")
+def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, suite: str, state: Path | None) -> None:
+    """Serve a fault-injecting OpenAI-compatible endpoint; prints its base URL when ready, Ctrl-C stops.
+
+    The crash fault exits the process with code 70, for rehearsing a supervisor's restarts.
+    """
+    from soak.sim import serve
+
+    serve(scenario, host, port, seed, engine, suite, state)
