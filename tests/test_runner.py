@@ -1,0 +1,361 @@
+import asyncio
+import io
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from soak.config import Endpoint, SoakConfig, redact
+from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
+from soak.runner import Attempt, EndpointProbe, Runner, Schedule
+from soak.runs import execute, run_state
+from soak.tasks import TaskSpec
+
+TASK_IDS = [f"task-{i}" for i in range(6)]
+
+
+def make_tasks(ids: list[str] = TASK_IDS) -> list[TaskSpec]:
+    return [TaskSpec(id=i, title=i, difficulty="easy", suite="test", prompt="p", tests={}, reference="") for i in ids]
+
+
+class FakeTasks:
+    """Scripted attempts: `calls` call rows each, `seconds` of work, the outcome from `outcome(task_id, n)`."""
+
+    def __init__(self, seconds: float = 0.0, calls: int = 2, outcome=None, seed: int | None = None,
+                 hook=None):
+        self.seconds, self.calls = seconds, calls
+        self.outcome = outcome or (lambda task_id, n: "pass" if n % 3 else "fail")
+        self.rng = random.Random(seed) if seed is not None else None
+        self.hook = hook
+        self.started: list[tuple[int, str, float]] = []
+
+    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
+        started = time.time()
+        self.started.append((attempt.cycle, task.id, started))
+        n = len(self.started)
+        if self.hook:
+            self.hook(n)
+        for index in range(self.calls):
+            await asyncio.sleep(self.rng.uniform(0, 2 * self.seconds) if self.rng else self.seconds / self.calls)
+            attempt.on_call(CallRow(
+                run_id="", task_id=task.id, cycle=attempt.cycle, call_index=index, role="coder" if index else
+                "orchestrator", endpoint="e", model="m", stream=True, started_at=time.time(), duration_s=0.01,
+                completion_tokens=5, error="multi\nline, \"quoted\"",
+            ))
+        outcome = self.outcome(task.id, n)
+        if outcome == "raise":
+            raise ValueError("scripted harness bug")
+        ended = time.time()
+        return TaskRow(
+            run_id="", cycle=attempt.cycle, task_id=task.id, suite=task.suite, started_at=started, ended_at=ended,
+            duration_s=ended - started, outcome=outcome, orchestrator_calls=1, coder_calls=self.calls - 1,
+            completion_tokens=5 * self.calls,
+        )
+
+
+class Never:
+    """A stack that does not come back."""
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        await asyncio.sleep(min(timeout, 0.05))
+        return False
+
+
+class Always:
+    def __init__(self):
+        self.asked = 0
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        self.asked += 1
+        return True
+
+
+def new_folder(tmp_path: Path, limits: Limits, run_id: str = "run-1", **settings) -> tuple[RunFolder, RunInfo,
+                                                                                           SoakConfig]:
+    settings.setdefault("concurrency", 2)
+    settings.setdefault("grace_seconds", 5)
+    config = SoakConfig(endpoints={"default": Endpoint(base_url="http://127.0.0.1:9/v1", model="m")}, **settings)
+    folder = RunFolder(tmp_path / run_id)
+    folder.path.mkdir(parents=True)
+    info = RunInfo(run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
+                   limits=limits)
+    folder.write_info(info)
+    return folder, info, config
+
+
+def run(folder: RunFolder, info: RunInfo, config: SoakConfig, task_fn, tasks=None, readiness=None):
+    """One session in process, like `soak run` but with the injected task function."""
+    out = io.StringIO()
+    folder.open()
+    try:
+        runner = Runner(folder, info, config, tasks or make_tasks(), task_fn, readiness=readiness)
+        end = asyncio.run(runner.run())
+    finally:
+        folder.close()
+    return end, out
+
+
+def tasks_of(folder: RunFolder) -> list[TaskRow]:
+    return list(read_rows(folder.path / "tasks.csv", TaskRow))
+
+
+def calls_of(folder: RunFolder) -> list[CallRow]:
+    return list(read_rows(folder.path / "calls.csv", CallRow))
+
+
+def events_of(folder: RunFolder) -> list[str]:
+    return [e.kind for e in read_rows(folder.path / "events.csv", EventRow)]
+
+
+def assert_calls_add_up(folder: RunFolder, orphans_allowed: bool = False) -> None:
+    """Every task row's calls are in calls.csv under its attempt key; no call belongs to nobody (unless a crash)."""
+    calls = Counter((c.task_id, c.cycle, c.session) for c in calls_of(folder))
+    rows = tasks_of(folder)
+    keys = [(r.task_id, r.cycle, r.session) for r in rows]
+    assert len(keys) == len(set(keys)), "an attempt was recorded twice"
+    for row in rows:
+        assert calls[(row.task_id, row.cycle, row.session)] == row.orchestrator_calls + row.coder_calls, row
+    if not orphans_allowed:
+        assert set(calls) <= set(keys)
+
+
+def test_task_limit_records_one_row_per_attempt_and_every_call(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=15), concurrency=3)
+    end, _ = run(folder, info, config, FakeTasks(seconds=0.01, calls=3))
+    assert (end.reason, end.exit_code) == ("tasks", 0)
+    rows = tasks_of(folder)
+    assert len(rows) == 15
+    assert len(calls_of(folder)) == 45
+    assert_calls_add_up(folder)
+    assert events_of(folder)[0] == "run_start" and events_of(folder)[-1] == "run_end"
+    saved = folder.read_info()
+    assert saved.sessions[0].reason == "tasks" and saved.sessions[0].stopped_at and saved.ended_at
+    assert saved.config["endpoints"]["default"]["max_tokens"] == 2048
+    assert len(pd.read_csv(folder.path / "calls.csv")) == 45
+
+
+def test_cycles_are_seeded_shuffles_of_the_whole_suite(tmp_path):
+    orders = {}
+    for seed in (7, 7, 8):
+        folder, info, config = new_folder(tmp_path, Limits(max_cycles=3), run_id=f"s{seed}-{len(orders)}",
+                                          concurrency=1, seed=seed)
+        end, _ = run(folder, info, config, FakeTasks())
+        assert end.reason == "cycles"
+        rows = tasks_of(folder)
+        by_cycle = [[r.task_id for r in rows if r.cycle == c] for c in (1, 2, 3)]
+        assert all(sorted(order) == sorted(TASK_IDS) for order in by_cycle)
+        assert len(rows) == 3 * len(TASK_IDS)
+        orders[folder.run_id] = by_cycle
+    first, again, other = orders.values()
+    assert first == again
+    assert first != other
+    assert first[0] != first[1] or first[1] != first[2]
+
+
+def test_schedule_picks_up_a_cycle_where_it_stopped():
+    tasks = make_tasks()
+    order = Schedule(tasks, 3, Limits(), set()).order(2)
+    done = {(1, t) for t in TASK_IDS} | {(2, t) for t in order[:2]} | {(3, order[0])}
+    schedule = Schedule(tasks, 3, Limits(max_tasks=len(done) + 5), done)
+    taken = [schedule.take() for _ in range(6)]
+    assert [(c, t.id) for c, t in taken[:4]] == [(2, t) for t in order[2:]]
+    assert taken[4][0] == 3 and taken[4][1].id != order[0]
+    assert taken[5] is None and schedule.end_reason == "tasks"
+
+
+def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(duration_seconds=0.6), concurrency=2, grace_seconds=0.3)
+    slow = {"task-0", "task-1", "task-2", "task-3", "task-4", "task-5"}
+    fake = FakeTasks(seconds=0.2, calls=2)
+    original = fake.__call__
+
+    async def sometimes_endless(task, attempt):
+        if len(fake.started) >= 4 and task.id in slow:
+            fake.started.append((attempt.cycle, task.id, time.time()))
+            await asyncio.sleep(30)
+        return await original(task, attempt)
+
+    started = time.time()
+    end, _ = run(folder, info, config, sometimes_endless)
+    took = time.time() - started
+    assert (end.reason, end.exit_code) == ("deadline", 0)
+    assert took < 3
+    rows = tasks_of(folder)
+    deadline = folder.read_info().sessions[0].started_at + 0.6
+    assert all(r.started_at <= deadline + 0.05 for r in rows)
+    assert [r.outcome for r in rows].count("cancelled") >= 1
+    cancelled = next(r for r in rows if r.outcome == "cancelled")
+    assert "deadline" in cancelled.error_tail
+    assert_calls_add_up(folder)
+
+
+def test_error_budget_pauses_then_ends_the_run(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=200), concurrency=2,
+                                      error_budget={"window_tasks": 10, "max_infra_fraction": 0.3,
+                                                    "wait_for_stack_seconds": 0.2})
+    end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "infra_error"), readiness=Never())
+    assert (end.reason, end.exit_code) == ("error_budget", 1)
+    kinds = events_of(folder)
+    assert kinds.index("pause") < kinds.index("error_budget") < kinds.index("run_end")
+    rows = tasks_of(folder)
+    assert 4 <= len(rows) <= 6  # 4 infra errors exceed 30 % of 10; lanes in flight finish
+    assert folder.read_info().sessions[0].reason == "error_budget"
+
+
+def test_a_stack_that_comes_back_unpauses_the_run(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=30), concurrency=1,
+                                      error_budget={"window_tasks": 5, "max_infra_fraction": 0.2})
+    stack = Always()
+    end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "infra_error" if n <= 3 else "pass"),
+                 readiness=stack)
+    assert (end.reason, end.exit_code) == ("tasks", 0)
+    assert stack.asked == 1
+    kinds = events_of(folder)
+    assert kinds.count("pause") == 1 and kinds.count("unpause") == 1
+    assert len(tasks_of(folder)) == 30
+
+
+def test_a_flapping_stack_still_ends_the_run(tmp_path):
+    """Ready at once but every task still an infra error: the failing time adds up across pauses."""
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=10_000), concurrency=1,
+                                      error_budget={"window_tasks": 4, "max_infra_fraction": 0.25,
+                                                    "wait_for_stack_seconds": 0.3})
+    end, _ = run(folder, info, config, FakeTasks(seconds=0.01, outcome=lambda t, n: "infra_error"),
+                 readiness=Always())
+    assert end.reason == "error_budget"
+    assert events_of(folder).count("unpause") >= 1
+
+
+def test_a_harness_bug_is_a_row_and_the_run_goes_on(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=6))
+    end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "raise" if n == 2 else "pass"))
+    assert end.reason == "tasks"
+    rows = tasks_of(folder)
+    broken = [r for r in rows if r.outcome == "harness_error"]
+    assert len(broken) == 1 and "scripted harness bug" in broken[0].error_tail
+    assert broken[0].error_kind == "ValueError"
+    assert_calls_add_up(folder)
+
+
+def test_sigint_cancels_in_flight_attempts_and_a_resume_redoes_them(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=12), concurrency=3)
+
+    def interrupt(n):
+        if n == 7:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    end, _ = run(folder, info, config, FakeTasks(seconds=0.2, calls=2, hook=interrupt))
+    assert (end.reason, end.exit_code) == ("signal", 130)
+    rows = tasks_of(folder)
+    cancelled = [r for r in rows if r.outcome == "cancelled"]
+    assert 1 <= len(cancelled) <= 3
+    assert all("signal" in r.error_tail for r in cancelled)
+    assert "signal" in events_of(folder)
+    assert_calls_add_up(folder)
+    info = folder.read_info()
+    assert run_state(folder, info) == "stopped"
+
+    end, _ = run(folder, info, config, FakeTasks(seconds=0.01))
+    assert end.reason == "tasks"
+    rows = tasks_of(folder)
+    finished = [(r.cycle, r.task_id) for r in rows if r.outcome != "cancelled"]
+    assert len(finished) == 12 == len(set(finished))
+    assert {(r.cycle, r.task_id) for r in cancelled} <= set(finished)
+    assert "resume" in events_of(folder)
+    assert [s.session for s in folder.read_info().sessions] == [0, 1]
+    assert_calls_add_up(folder)
+
+
+def test_resume_after_a_crash_repairs_the_tail_keeps_orphan_calls_and_skips_done_work(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_cycles=2), concurrency=1)
+    end, _ = run(folder, info, config, FakeTasks())
+    # Fake a crash in a second session: half a cycle done, one attempt's calls without its row, a torn row.
+    info = folder.read_info()
+    info.limits = Limits(max_cycles=3)
+    info.sessions.append(Session(session=1, pid=1, started_at=time.time() - 10, last_seen_at=time.time() - 5))
+    info.ended_at = None
+    folder.write_info(info)
+    order = Schedule(make_tasks(), config.seed, Limits(), set()).order(3)
+    folder.open()
+    folder.record_task(TaskRow(run_id="run-1", cycle=3, session=1, task_id=order[0], suite="test", started_at=1,
+                               ended_at=2, duration_s=1, outcome="pass"))
+    folder.record_call(CallRow(run_id="run-1", task_id=order[1], cycle=3, session=1, call_index=0, role="coder",
+                               endpoint="e", model="m", stream=True, started_at=1, duration_s=1))
+    folder.close()
+    with (folder.path / "tasks.csv").open("a") as handle:
+        handle.write('1,run-1,3,1,task-x,test,"torn\nrow')
+    assert run_state(folder, folder.read_info()) == "crashed"
+
+    fake = FakeTasks()
+    end, _ = run(folder, folder.read_info(), config, fake)
+    assert end.reason == "cycles"
+    assert [(c, t) for c, t, _ in fake.started] == [(3, t) for t in order[1:]]
+    rows = tasks_of(folder)
+    assert len(rows) == 6 + 6 + 6
+    resume = [e for e in read_rows(folder.path / "events.csv", EventRow) if e.kind == "resume"][0]
+    assert "1 calls of attempts cut short kept" in resume.detail and "tasks.csv" in resume.detail
+    assert_calls_add_up(folder, orphans_allowed=True)
+    assert len(pd.read_csv(folder.path / "tasks.csv")) == len(rows)
+    assert folder.read_info().sessions[2].session == 2
+
+
+def test_resume_gets_the_remaining_time_of_the_duration(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(duration_seconds=100), concurrency=1)
+    now = time.time()
+    info.sessions.append(Session(session=0, pid=1, started_at=now - 1000, last_seen_at=now - 901))
+    folder.write_info(info)
+    folder.open()
+    runner = Runner(folder, info, config, make_tasks(), FakeTasks())
+    runner.begin()
+    folder.close()
+    assert runner.deadline_at == pytest.approx(time.time() + 1, abs=0.5)
+
+
+class Answers(BaseHTTPRequestHandler):
+    status = 401
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        self.send_response(self.status)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_endpoint_probe_waits_for_an_answer():
+    port = free_port()
+    probe = EndpointProbe([f"http://127.0.0.1:{port}/v1"], interval=0.05)
+    assert asyncio.run(probe.wait_until_ready(0.2)) is False
+    server = ThreadingHTTPServer(("127.0.0.1", port), Answers)
+    threading.Timer(0.2, server.serve_forever).start()
+    try:
+        assert asyncio.run(probe.wait_until_ready(5)) is True  # 401 still means the server is up
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_execute_wires_the_session_and_prints_quiet_lines(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=4))
+    out = io.StringIO()
+    end = execute(folder, info, config, make_tasks(), task_fn=FakeTasks(), console=Console(file=out, width=200))
+    assert end.exit_code == 0
+    text = out.getvalue()
+    assert text.count(" calls 2 ") == 4 and "completed: the task limit was reached" in text
+    assert not (folder.path / "runner.pid").exists()
+    assert (folder.path / "samples.csv").read_text().startswith("schema_version,")
