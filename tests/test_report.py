@@ -1,0 +1,261 @@
+"""The morning report: tolerant loading, aggregation formulas, escaping, empty runs, CLI and a real browser."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from soak.cli import main
+from soak.record import CallRow, CsvLog, EventRow, SampleRow, TaskRow
+from soak.report import aggregate as agg
+from soak.report import render_report, series
+from soak.report.load import load_run
+from soak.report.synth import build_run
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SOAK_REPORTS_DIR", str(tmp_path / "reports"))
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rich run: restarts, mangled calls, spec-decode samples, a torn last row and hostile text."""
+    return build_run(tmp_path_factory.mktemp("runs"), tasks=120, hours=2, torn=True, hostile=True)
+
+
+def task(run_id: str = "r", **fields) -> TaskRow:
+    base = {"cycle": 0, "task_id": "t", "suite": "builtin", "started_at": 100.0, "ended_at": 110.0,
+            "duration_s": 10.0, "outcome": "pass", "rounds": 1, "orchestrator_calls": 1, "coder_calls": 2}
+    return TaskRow(run_id=run_id, **{**base, **fields})
+
+
+def write(path: Path, model, rows) -> None:
+    log = CsvLog(path, model)
+    for row in rows:
+        log.append(row)
+    log.close()
+
+
+def samples(values: list[tuple[float, str, float, str]]) -> pd.DataFrame:
+    rows = [SampleRow(run_id="r", at=at, source="server:vllm", metric=m, value=v, labels=lb).model_dump()
+            for at, m, v, lb in values]
+    return pd.DataFrame(rows)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def test_load_drops_torn_row_and_types_columns(night: Path) -> None:
+    run = load_run(night)
+    assert len(run.tasks) == 120
+    assert any("torn" in note for note in run.notes)
+    assert run.tasks["duration_s"].dtype == float and run.calls["reasoning_exhausted"].dtype == bool
+    assert list(run.calls.columns) == list(CallRow.model_fields)
+    assert not run.running
+
+
+def test_load_torn_inside_a_quoted_multiline_field(tmp_path: Path) -> None:
+    folder = tmp_path / "r"
+    folder.mkdir()
+    write(folder / "tasks.csv", TaskRow, [task(task_id="a"), task(task_id="b", error_tail="line 1\nline 2")])
+    with (folder / "tasks.csv").open("a") as handle:
+        handle.write('1,r,0,0,c,builtin,,100,110,10,fail,1,1,1,0,0,0,0,0,0,0,0,0,AssertionError,"first line\nsecond')
+    run = load_run(folder)
+    assert list(run.tasks["task_id"]) == ["a", "b"]
+    assert run.tasks["error_tail"].iloc[1] == "line 1\nline 2"
+    assert {"run.json: missing", "calls.csv: missing"} <= set(run.notes)
+
+
+def test_load_is_lenient_about_other_schema_versions(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "tasks.csv").write_text(
+        "schema_version,run_id,cycle,task_id,suite,started_at,ended_at,duration_s,outcome,future_column\n"
+        "0,old,0,a,builtin,1,5,4,pass,x\n0,old,1,a,builtin,6,not-a-number,4,weird_outcome,y\n")
+    run = load_run(folder)
+    assert len(run.tasks) == 2 and run.tasks["rounds"].tolist() == [0, 0]
+    assert pd.isna(run.tasks["ended_at"].iloc[1])
+    assert run.run_id == "old"
+
+
+# --- aggregation ------------------------------------------------------------------------------
+
+
+def test_counter_reset_counts_the_new_value_as_the_increase() -> None:
+    frame = samples([(t, "vllm:prefix_cache_queries_total", v, "") for t, v in
+                     [(0, 100), (5, 110), (10, 120), (15, 5), (20, 15)]])
+    assert series.counter_total(frame, "vllm:prefix_cache_queries_total")["delta"].sum() == 10 + 10 + 5 + 10
+
+
+def test_prefix_hit_rate_is_delta_hits_over_delta_queries() -> None:
+    frame = samples([(0, "vllm:prefix_cache_queries_total", 1000, ""), (0, "vllm:prefix_cache_hits_total", 900, ""),
+                     (30, "vllm:prefix_cache_queries_total", 1100, ""), (30, "vllm:prefix_cache_hits_total", 925, "")])
+    rate = series.ratio_over_time(frame, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total", 0, 60)
+    assert rate["value"].tolist() == [0.25]
+
+
+def test_spec_decode_formulas() -> None:
+    rows = []
+    for at, drafts, draft_tokens, accepted, pos0, pos1 in [(0, 10, 30, 5, 4, 1), (5, 110, 330, 155, 84, 51)]:
+        rows += [(at, "vllm:spec_decode_num_drafts_total", drafts, ""),
+                 (at, "vllm:spec_decode_num_draft_tokens_total", draft_tokens, ""),
+                 (at, "vllm:spec_decode_num_accepted_tokens_total", accepted, ""),
+                 (at, "vllm:spec_decode_num_accepted_tokens_per_pos_total", pos0, "position=0"),
+                 (at, "vllm:spec_decode_num_accepted_tokens_per_pos_total", pos1, "position=1")]
+    frame = samples(rows)
+    per_pos = series.spec_decode(frame)
+    assert per_pos["position"].tolist() == [0, 1]
+    assert per_pos["acceptance"].tolist() == pytest.approx([0.8, 0.5])
+    summary = series.spec_decode_summary(frame).iloc[0]
+    assert summary["acceptance_rate"] == pytest.approx(150 / 300)
+    assert summary["mean_acceptance_length"] == pytest.approx(1 + 150 / 100)
+
+
+def test_per_problem_sorted_by_failure_rate_with_last_error_and_route() -> None:
+    tasks = pd.DataFrame([t.model_dump() for t in [
+        task(task_id="easy"), task(task_id="easy", ended_at=120),
+        task(task_id="hard", outcome="fail", error_kind="SyntaxError", ended_at=111),
+        task(task_id="hard", outcome="timeout", error_kind="budget", ended_at=130, route="coder-only"),
+        task(task_id="mid", outcome="fail", error_kind="AssertionError"), task(task_id="mid"),
+        task(task_id="mid", outcome="infra_error", error_kind="ConnectionError"),
+    ]])
+    table = agg.per_problem(tasks)
+    assert table["task_id"].tolist() == ["hard", "mid", "easy"]
+    hard = table.iloc[0]
+    assert (hard["failure_rate"], hard["last_error_kind"], hard["route"]) == (1.0, "budget", "coder-only")
+    mid = table.iloc[1]
+    assert (mid["attempts"], mid["infra_errors"], mid["failure_rate"]) == (3, 1, 0.5)
+
+
+def test_over_iteration_flags_tasks_above_k_times_the_median() -> None:
+    tasks = pd.DataFrame([task(coder_calls=c).model_dump() for c in [2, 3, 3, 4, 30]])
+    flagged, threshold = agg.over_iteration(tasks, k=3)
+    assert threshold == 12 and flagged["calls"].tolist() == [31]
+    assert agg.over_iteration(tasks, k=20)[0].empty
+
+
+def test_headline_counts_restarts_mangled_calls_and_pass_at_round(night: Path) -> None:
+    run = load_run(night)
+    head = agg.headline(run)
+    assert head["restarts"] == 2 and head["tasks"] == 120
+    assert head["mangled_tool_calls"] == int((~run.calls["integrity"].isin(["ok", "none"])).sum()) > 0
+    passed = run.tasks[run.tasks["outcome"] == "pass"]
+    assert head["pass_at_round_1"] == pytest.approx((passed["rounds"] == 1).sum() / head["model_attempts"])
+    assert head["pass_at_round_2"] == pytest.approx(head["pass_rate"])
+    assert any(line.startswith("memory flat: +") for line in head["verdicts"])
+    assert "self-healing fired 2 times" in " ".join(head["verdicts"])
+
+
+def test_memory_verdict_says_grew_past_the_threshold() -> None:
+    frame = pd.DataFrame([SampleRow(run_id="r", at=t * 60.0, source="host", metric=m, value=v).model_dump()
+                          for t in range(100) for m, v in [("mem_available_bytes", 8 * 2**30 - t * 20 * 2**20),
+                                                           ("mem_total_bytes", 16 * 2**30)]])
+    verdict = agg.memory_verdict(series.memory_trend(frame), frame)
+    assert verdict is not None and verdict.startswith("memory grew: +1800 MB over 1.6 h")
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def test_render_escapes_run_text_and_stays_offline(night: Path, tmp_path: Path) -> None:
+    out = render_report([night], tmp_path / "out" / "night.html")
+    html = out.read_text()
+    assert "<script" not in html.lower() and "<b>not bold</b>" not in html
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html) and "url(" not in html
+    assert html.count('src="data:image/png;base64,') >= 10
+    for name in ("Task durations", "Delegation counters", "Per problem", "Timeline", "Server",
+                 "Tool-call integrity", "Errors", "Speculative decoding", "trie-autocomplete"):
+        assert name in html
+    assert plt.get_fignums() == []
+    summary = json.loads((out.parent / "summary.json").read_text())
+    assert summary["report"] == "night.html" and summary["runs"][0]["restarts"] == 2
+
+
+@pytest.mark.parametrize("n_tasks", [0, 1])
+def test_render_runs_with_almost_no_data(tmp_path: Path, n_tasks: int) -> None:
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "run.json").write_text('{"run_id": "tiny", "started_at": 100.0, "ended_at": null}')
+    if n_tasks:
+        write(folder / "tasks.csv", TaskRow, [task(run_id="tiny")])
+        write(folder / "events.csv", EventRow, [EventRow(run_id="tiny", at=100.0, kind="run_start")])
+    html = render_report([folder], tmp_path / "tiny.html").read_text()
+    assert "no data" in html and "not ended" in html
+    summary = json.loads((tmp_path / "summary.json").read_text())["runs"][0]
+    assert summary["tasks"] == n_tasks and summary["pass_rate"] == (1.0 if n_tasks else None)
+
+
+def test_render_comparison_of_two_runs(night: Path, tmp_path: Path) -> None:
+    other = build_run(tmp_path, run_id="llama", tasks=30, hours=1, engine="llamacpp", seed=5, in_progress=True)
+    html = render_report([night, other], tmp_path / "cmp.html").read_text()
+    assert 'id="comparison"' in html and "Pass rate per problem" in html
+    assert json.loads((tmp_path / "summary.json").read_text())["runs"][1]["run_id"] == "llama"
+
+
+def test_cli_renders_by_run_id_and_latest(night: Path, tmp_path: Path) -> None:
+    shutil.copytree(night, tmp_path / "data" / night.name)
+    runner = CliRunner()
+    result = runner.invoke(main, ["report", night.name])
+    assert result.exit_code == 0, result.output
+    assert Path(result.output.strip()) == tmp_path / "reports" / f"{night.name}.html"
+    assert (tmp_path / "reports" / "summary.json").is_file()
+    assert runner.invoke(main, ["report"]).output.strip().endswith(f"{night.name}.html")
+    missing = runner.invoke(main, ["report", "no-such-run"])
+    assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output
+
+
+# --- a real browser ---------------------------------------------------------------------------
+
+
+def browser() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def open_in_browser(page: Path, png: Path, profile: Path) -> list[str]:
+    """Load the page in headless Chromium, screenshot it, return the console messages it logged."""
+    exe = browser()
+    assert exe is not None
+    command = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
+               "--window-size=1280,3000", page.resolve().as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert png.is_file(), done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+needs_browser = pytest.mark.skipif(browser() is None, reason="no chromium on PATH (apt-get install chromium)")
+
+
+@needs_browser
+def test_console_check_catches_a_script_error(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><script>undefinedFunction();</script></body></html>")
+    assert open_in_browser(page, tmp_path / "broken.png", tmp_path / "profile")
+
+
+@needs_browser
+def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
+    """No console message at all (an injected script would trip the CSP and log one); charts are painted."""
+    page = render_report([night], tmp_path / "night.html")
+    png = tmp_path / "night.png"
+    assert open_in_browser(page, png, tmp_path / "profile") == []
+    pixels = matplotlib.image.imread(png)[..., :3]
+    hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
+    pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()
+    assert hist_blue > 0.002 and pass_green > 0.001, (hist_blue, pass_green)
+    if target := os.environ.get("SOAK_SCREENSHOT_OUT"):
+        shutil.copyfile(png, target)
