@@ -30,7 +30,7 @@ def write_rows(path: Path, model: type[Row], rows: Iterable[Row]) -> None:
 def build_run(
     root: Path, *, run_id: str = "night-1", tasks: int = 60, calls_per_task: int = 10, hours: float = 8.0,
     sample_seconds: float = 5.0, engine: str = "vllm", seed: int = 0, restarts: int = 2, in_progress: bool = False,
-    torn: bool = False, hostile: bool = False,
+    torn: bool = False, hostile: bool = False, vary_calls: bool = True,
 ) -> Path:
     """A run folder with realistic shapes: outcomes by problem difficulty, restarts, mangled calls, telemetry."""
     rng = random.Random(seed)
@@ -46,7 +46,9 @@ def build_run(
         difficulty = (i % len(PROBLEMS)) / len(PROBLEMS)
         started = START + i * gap + rng.random() * gap * 0.2
         near_restart = any(0 <= started - r < 120 for r in restart_at)
-        n_calls = max(2, round(rng.gauss(calls_per_task, calls_per_task / 4))) * (4 if rng.random() < 0.03 else 1)
+        n_calls = calls_per_task
+        if vary_calls:
+            n_calls = max(2, round(rng.gauss(calls_per_task, calls_per_task / 4))) * (4 if rng.random() < 0.03 else 1)
         if near_restart:
             outcome = "infra_error"
         elif hostile and i == 1:
