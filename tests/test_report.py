@@ -1,7 +1,6 @@
 """The morning report: tolerant loading, aggregation formulas, escaping, empty runs, CLI and a real browser."""
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -257,5 +256,3 @@ def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
     hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
     pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()
     assert hist_blue > 0.002 and pass_green > 0.001, (hist_blue, pass_green)
-    if target := os.environ.get("SOAK_SCREENSHOT_OUT"):
-        shutil.copyfile(png, target)

@@ -31,16 +31,19 @@ def lines_by_source(frame: pd.DataFrame, scale_label: str = "") -> dict[str, pd.
 def timeline(run: Run, start: float, width: float) -> str:
     samples, events = run.samples, agg.stack_events(run.events)
     mem = series.downsample(series.summed(samples, "host", "mem_available_bytes"))
-    rss = lines_by_source(series.window(samples, None, "rss_bytes"))
+    rss = series.window(samples, None, "rss_bytes")
+    harness = lines_by_source(rss[~rss["source"].str.startswith("server:")])
+    servers = lines_by_source(rss[rss["source"].str.startswith("server:")])
     gpu = {"used": series.downsample(series.summed(samples, "gpu", "gpu_memory_used_bytes")),
            "total": series.downsample(series.summed(samples, "gpu", "gpu_memory_total_bytes"))}
     gib, mib = 1 / 2**30, 1 / 2**20
     return charts.render([
         (charts.plot_outcomes_over_time, (run.tasks, start, width)),
         (charts.plot_lines, ({"MemAvailable": mem}, start, "Host MemAvailable", "GiB", gib, events)),
-        (charts.plot_lines, (rss, start, "Process RSS (harness, servers)", "MiB", mib, events)),
+        (charts.plot_lines, (harness, start, "Harness RSS", "MiB", mib, events)),
+        (charts.plot_lines, (servers, start, "Model server RSS (process tree)", "MiB", mib, events)),
         (charts.plot_lines, (gpu, start, "GPU memory (all GPUs)", "GiB", gib, events)),
-    ], size=(10, 11))
+    ], size=(10, 13.5))
 
 
 def server_charts(run: Run, start: float, end: float, width: float) -> dict[str, str]:

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-DPI = 80
+DPI = 96
 OUTCOME_COLOURS = {
     "pass": "#2e9d4a", "fail": "#d1443b", "timeout": "#f08c2a", "call_cap": "#8e5bc7", "token_cap": "#a0522d",
     "no_artifact": "#8c8c8c", "infra_error": "#1f5fa8", "harness_error": "#e377c2", "cancelled": "#c7c7c7",
@@ -79,7 +79,7 @@ def plot_duration_vs_calls(ax: Any, tasks: pd.DataFrame) -> None:
         ax.scatter(calls[part.index], part["duration_s"], s=8, alpha=0.6, label=outcome,
                    color=OUTCOME_COLOURS.get(str(outcome), "#333"))
     ax.set(title=title, xlabel="LLM calls", ylabel="seconds")
-    ax.legend(fontsize=7, markerscale=2)
+    ax.legend(fontsize=7, markerscale=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def plot_calls_by_outcome(ax: Any, tasks: pd.DataFrame) -> None:
@@ -114,7 +114,7 @@ def plot_outcomes_over_time(ax: Any, tasks: pd.DataFrame, start: float, width: f
                color=OUTCOME_COLOURS[outcome])
         bottom += counts[outcome].to_numpy()
     ax.set(title=title, ylabel="tasks", xlabel="hours since start")
-    ax.legend(fontsize=7, ncol=5, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], start: float, title: str, ylabel: str,
@@ -128,7 +128,7 @@ def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], start: float, title: str
     if events is not None:
         plot_events(ax, events, start)
     ax.set(title=title, ylabel=ylabel, xlabel="hours since start")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def plot_events(ax: Any, events: pd.DataFrame, start: float) -> None:
