@@ -83,7 +83,7 @@ class RunStats:
 
     def calls_per_minute(self, now: float | None = None) -> float:
         """Calls started in the last five minutes (or since the run started, if sooner), per minute."""
-        now = now or time.time()
+        now = min(now or time.time(), self.info.ended_at or time.time())
         start = max(now - RATE_WINDOW_SECONDS, self.info.sessions[-1].started_at if self.info.sessions else now)
         recent = sum(1 for t in self.recent_calls if t >= start)
         return recent / max(now - start, 1.0) * 60

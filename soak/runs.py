@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack, nullcontext
 from importlib import metadata
 from pathlib import Path
@@ -215,14 +216,17 @@ def all_runs() -> list[tuple[RunFolder, RunInfo]]:
 
 
 class AgentTasks:
-    """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied."""
+    """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied.
 
-    def __init__(self, config: SoakConfig, routing: dict[str, Any]):
+    `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
+    """
+
+    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
         from soak.agent import run_task
         from soak.llm import ChatEndpoint
         from soak.route import Routing
 
-        self.config, self.run_task = config, run_task
+        self.config, self.run_task, self.judge = config, run_task, judge
         self.routes = Routing.model_validate(routing).tasks if routing else {}
         names = {config.roles.coder, config.roles.orchestrator if config.mode == "delegate" else config.roles.coder}
         names |= {r.endpoint for r in self.routes.values() if r.action == "escalate" and r.endpoint}
@@ -242,7 +246,7 @@ class AgentTasks:
         return await self.run_task(
             task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
             mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
-            on_call=attempt.on_call, route=route.label() if route else "",
+            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge,
         )
 
     async def close(self) -> None:
@@ -256,13 +260,19 @@ class AgentTasks:
 def execute(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
     quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
+    judge: Callable[..., Any] | None = None,
 ) -> RunEnd:
-    """Run one session in the foreground, with the pid file in place while it runs."""
+    """Run one session in the foreground, with the pid file in place while it runs.
+
+    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox.
+    """
     console = console or Console()
     folder.open()
     write_pid(folder)
     try:
-        return asyncio.run(session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console))
+        return asyncio.run(
+            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge)
+        )
     finally:
         (folder.path / PID_FILE).unlink(missing_ok=True)
         folder.close()
@@ -270,7 +280,7 @@ def execute(
 
 async def session(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
-    quiet: bool, metrics_port: int | None, detached: bool, console: Console,
+    quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
 ) -> RunEnd:
     from soak.monitor import Monitor, ServerMetricsSource, default_samplers
     from soak.stack import StackSupervisor, metrics_url, root_url
@@ -309,7 +319,7 @@ async def session(
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
         if task_fn is None:
-            agent = AgentTasks(config, info.routing)
+            agent = AgentTasks(config, info.routing, judge)
             cleanup.push_async_callback(agent.close)
             task_fn = agent
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached)

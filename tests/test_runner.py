@@ -17,7 +17,7 @@ from rich.console import Console
 from soak.config import Endpoint, SoakConfig, redact
 from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
 from soak.runner import Attempt, EndpointProbe, Runner, Schedule
-from soak.runs import execute, run_state
+from soak.runs import execute, read_pid, run_state
 from soak.tasks import TaskSpec
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
@@ -359,3 +359,166 @@ def test_execute_wires_the_session_and_prints_quiet_lines(tmp_path):
     assert text.count(" calls 2 ") == 4 and "completed: the task limit was reached" in text
     assert not (folder.path / "runner.pid").exists()
     assert (folder.path / "samples.csv").read_text().startswith("schema_version,")
+
+
+# --- against the real loop and soak sim ------------------------------------------------------------
+
+BANK_TEST = "from solution import add\n\n\ndef test_add():\n    assert add(2, {i}) == {expected}\n"
+
+
+def write_bank(root: Path, count: int = 6) -> str:
+    """Tiny self-contained tasks (the sim's coder knows their reference solutions)."""
+    for i in range(count):
+        folder = root / f"add-{i}"
+        folder.mkdir(parents=True)
+        (folder / "task.toml").write_text(f'id = "add-{i}"\ntitle = "Add {i}"\ndifficulty = "easy"\n')
+        (folder / "prompt.md").write_text("Write `add(a, b)` returning the sum of a and b.\n")
+        (folder / "test_solution.py").write_text(BANK_TEST.format(i=i, expected=2 + i))
+        (folder / "reference.py").write_text("def add(a, b):\n    return a + b\n")
+    return f"dir:{root}"
+
+
+def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None):
+    """Passes exactly the reference solution: the serving side is under test here, not pytest."""
+    from soak.sandbox import Verdict
+
+    ok = source.strip() == task.reference.strip()
+    return Verdict(outcome="pass" if ok else "fail", tests_passed=int(ok), tests_total=1,
+                   error_kind="" if ok else "AssertionError", error_tail="" if ok else "assert add(2, 0) == 2")
+
+
+def fast_flaky():
+    """The flaky scenario at zero latency, without crashes (in-thread, nothing would restart the sim)."""
+    from soak.errors import BadInput
+    from soak.sim import Scenario, load_scenario
+
+    try:
+        base = load_scenario("flaky")
+    except BadInput:
+        base = Scenario.model_validate({
+            "coder": {"p_correct": 0.7, "p_fix": 0.8},
+            "faults": [
+                {"kind": "http_500", "rate": 0.04}, {"kind": "http_503", "rate": 0.03}, {"kind": "drop", "rate": 0.03},
+                {"kind": "truncate", "rate": 0.03}, {"kind": "stall", "rate": 0.02, "seconds": 5},
+                {"kind": "name_absorbs_args", "rate": 0.03}, {"kind": "bad_json_args", "rate": 0.03},
+                {"kind": "no_usage", "rate": 0.05},
+            ],
+        })
+    faults = [f.model_copy(update={"seconds": min(f.seconds, 2.0)}) for f in base.faults if f.kind != "crash"]
+    timing = {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 64}
+    return base.model_copy(update={"timing": base.timing.model_validate(timing), "faults": faults})
+
+
+def sim_config(url: str, suite: str, **settings) -> SoakConfig:
+    endpoint = Endpoint(base_url=url, model="soak-sim", retries=1, retry_backoff_seconds=0.01)
+    settings.setdefault("budgets", {"task_seconds": 30, "stale_seconds": 0.5, "max_calls": 10})
+    settings.setdefault("error_budget", {"max_infra_fraction": 0.9})
+    return SoakConfig(endpoints={"sim": endpoint}, roles={"orchestrator": "sim", "coder": "sim"}, suite=suite,
+                      **settings)
+
+
+def folder_for(tmp_path: Path, config: SoakConfig, limits: Limits, run_id: str = "sim-run"):
+    folder = RunFolder(tmp_path / "data" / run_id)
+    folder.path.mkdir(parents=True)
+    info = RunInfo(run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
+                   limits=limits)
+    folder.write_info(info)
+    return folder, info
+
+
+@pytest.mark.slow
+def test_flaky_sim_150_attempts_one_row_each_and_every_call_recorded(tmp_path):
+    from soak.sim import SimServer
+    from soak.tasks import load_suites
+
+    suite = write_bank(tmp_path / "bank")
+    sim = SimServer(fast_flaky(), seed=11, suite=suite)
+    url = sim.start()
+    try:
+        config = sim_config(url, suite, concurrency=4)
+        folder, info = folder_for(tmp_path, config, Limits(max_tasks=150))
+        end = execute(folder, info, config, load_suites(suite), judge=reference_judge,
+                      console=Console(file=io.StringIO()))
+        served = sim.stats.requests
+    finally:
+        sim.stop()
+    assert end.exit_code == 0
+    rows = tasks_of(folder)
+    assert len(rows) == 150
+    assert len({(r.cycle, r.task_id) for r in rows}) == 150
+    assert_calls_add_up(folder)
+    calls = calls_of(folder)
+    assert len(calls) == served
+    outcomes = Counter(r.outcome for r in rows)
+    assert outcomes["pass"] and len(outcomes) >= 2, outcomes
+    assert any(c.status != "ok" for c in calls) and any(c.integrity not in ("ok", "none") for c in calls)
+    assert len(pd.read_csv(folder.path / "calls.csv")) == served
+
+
+CHILD = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {tests!r})
+from test_runner import reference_judge
+
+from soak.config import SoakConfig
+from soak.record import RunFolder
+from soak.runs import execute
+from soak.tasks import load_suites
+
+folder = RunFolder(Path(sys.argv[1]))
+info = folder.read_info()
+config = SoakConfig.model_validate(info.config)
+sys.exit(execute(folder, info, config, load_suites(config.suite), quiet=True, judge=reference_judge).exit_code)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    from soak.sim import start_subprocess
+
+    suite = write_bank(tmp_path / "bank")
+    scenario = fast_flaky().model_copy(update={"timing": fast_flaky().timing.model_copy(
+        update={"ttft_seconds": (0.0, 0.02)})})
+    sim, url = start_subprocess(scenario, seed=5, suite=suite)
+    child = tmp_path / "child.py"
+    child.write_text(CHILD.format(tests=str(Path(__file__).parent)))
+    config = sim_config(url, suite, concurrency=4)
+    folder, _ = folder_for(tmp_path, config, Limits(max_tasks=60))
+    rng = random.Random(2024)
+    killed = 0
+    try:
+        for _ in range(6):
+            process = subprocess.Popen([sys.executable, str(child), str(folder.path)], stdout=subprocess.DEVNULL)
+            while process.poll() is None and read_pid(folder) != process.pid:  # imports take a while
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 2.0))
+            if process.poll() is None:
+                process.kill()
+                killed += 1
+            process.wait()
+        final = subprocess.run([sys.executable, str(child), str(folder.path)], stdout=subprocess.DEVNULL, timeout=120)
+    finally:
+        sim.terminate()
+        sim.wait()
+    assert killed >= 5
+    assert final.returncode == 0
+    info = folder.read_info()
+    assert info.sessions[-1].reason == "tasks"
+    crashed = [s for s in info.sessions if s.stopped_at is None]
+    assert 2 <= len(crashed) <= killed and crashed == info.sessions[: len(crashed)]
+    rows = tasks_of(folder)
+    finished = [(r.cycle, r.task_id) for r in rows if r.outcome != "cancelled"]
+    assert len(finished) == 60 == len(set(finished)), "a row was lost or duplicated"
+    last = max(cycle for cycle, _ in finished)
+    ids = {r.task_id for r in rows}
+    for cycle in range(1, last):
+        assert {t for c, t in finished if c == cycle} == ids, f"cycle {cycle} has a hole"
+    assert_calls_add_up(folder, orphans_allowed=True)
+    for name in ("tasks", "calls", "events", "samples"):
+        pd.read_csv(folder.path / f"{name}.csv")
+    assert events_of(folder).count("resume") == len(info.sessions) - 1
