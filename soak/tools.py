@@ -14,7 +14,7 @@ ABSORBED_ARGS = re.compile(r"[\s()<>=\"'{}\[\],:;]")
 """Characters a clean function name never has; seeing one means the name swallowed its arguments."""
 BAD_VERDICTS: tuple[Integrity, ...] = ("mangled_name", "unknown_tool", "bad_json", "path_escape")
 """Worst first."""
-FENCED = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S)
+PYTHON_FENCES = ("", "python", "python3", "py")
 READ_CHARS = 50_000
 
 
@@ -145,6 +145,21 @@ def run_file_tool(call: ToolCall, workspace: Path) -> tuple[str, str | None]:
 
 
 def fenced_code(text: str) -> str | None:
-    """The longest fenced python (or unlabelled) block of a reply, if any."""
-    blocks = [block for block in FENCED.findall(text or "") if block.strip()]
+    """The longest fenced python (or unlabelled) block of a reply, if any; an unclosed last block counts too."""
+    blocks: list[str] = []
+    block: list[str] | None = None
+    language = ""
+    for line in (text or "").splitlines(keepends=True):
+        fence = line.strip().startswith("```")
+        if block is None and fence:
+            block, language = [], line.strip()[3:].strip().lower()
+        elif block is not None and fence:
+            if language in PYTHON_FENCES:
+                blocks.append("".join(block))
+            block = None
+        elif block is not None:
+            block.append(line)
+    if block is not None and language in PYTHON_FENCES:
+        blocks.append("".join(block))
+    blocks = [code for code in blocks if code.strip()]
     return max(blocks, key=len) if blocks else None

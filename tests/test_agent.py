@@ -1,0 +1,298 @@
+"""The delegation loop against `soak sim` over real HTTP: every outcome and fault, checked against its ground truth."""
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.agent import fenced_code, run_task
+from soak.config import Budgets, Endpoint
+from soak.llm import ChatEndpoint
+from soak.paths import builtin_tasks_dir
+from soak.record import CallRow, TaskRow
+from soak.sim import SimServer
+from soak.sim_scenario import Scenario
+from soak.tasks import TaskSpec, find_task
+
+TASK = "word-frequency"
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> TaskSpec:
+    """A one-task suite of its own, so the sim and the loop do not depend on the rest of the bank."""
+    bank = tmp_path_factory.mktemp("bank")
+    shutil.copytree(builtin_tasks_dir() / TASK, bank / TASK)
+    return find_task(str(bank / TASK))
+
+
+def scenario(**fields: Any) -> Scenario:
+    """Zero latency unless a test asks for time."""
+    fields.setdefault("timing", {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 8})
+    return Scenario.model_validate(fields)
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest, task: TaskSpec) -> Iterator[SimServer]:
+    with SimServer(scenario(**request.param), suite=task.suite) as server:
+        yield server
+
+
+class Attempt:
+    """One run_task against an endpoint, with the rows it reported."""
+
+    def __init__(self, row: TaskRow, calls: list[CallRow], workdir: Path) -> None:
+        self.row, self.calls, self.workdir = row, calls, workdir
+
+    def transcript(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.workdir / "transcript.jsonl").read_text().splitlines()]
+
+
+def attempt(
+    task: TaskSpec, base_url: str, tmp_path: Path, *, mode: str = "delegate", stale: float = 5.0,
+    endpoint: dict[str, Any] | None = None, **budgets: Any,
+) -> Attempt:
+    settings = {"base_url": base_url, "model": "sim", "retry_backoff_seconds": 0.01, "retries": 2, **(endpoint or {})}
+    chat = ChatEndpoint("sim", Endpoint(**settings), stale)
+    calls: list[CallRow] = []
+    workdir = tmp_path / "work"
+
+    async def go() -> TaskRow:
+        try:
+            return await run_task(
+                task, orchestrator=chat, coder=chat, budgets=Budgets(**budgets), mode=mode, workdir=workdir,
+                run_id="run-1", cycle=2, on_call=calls.append,
+            )
+        finally:
+            await chat.close()
+
+    return Attempt(asyncio.run(go()), calls, workdir)
+
+
+def assert_ground_truth(result: Attempt, sim: SimServer) -> None:
+    """What the harness recorded equals what the server says it served."""
+    stats, row, calls = sim.stats, result.row, result.calls
+    assert len(calls) == stats.requests == row.orchestrator_calls + row.coder_calls
+    assert row.prompt_tokens == stats.prompt_tokens == sum(c.prompt_tokens or 0 for c in calls)
+    assert row.completion_tokens == stats.completion_tokens
+    assert row.cached_tokens == stats.cached_tokens
+    assert row.reasoning_tokens == stats.reasoning_tokens
+    assert [c.call_index for c in calls] == list(range(len(calls)))
+    assert all((c.run_id, c.task_id, c.cycle) == ("run-1", TASK, 2) for c in calls)
+
+
+@pytest.mark.parametrize("sim", [{}], indirect=True)
+def test_clean_pass_delegate(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    row = result.row
+    assert row.outcome == "pass" and row.rounds == 1 and row.delegations == 1
+    assert (row.orchestrator_calls, row.coder_calls, row.fallback_writes, row.mangled_tool_calls) == (2, 2, 0, 0)
+    assert row.tests_passed == row.tests_total > 0 and row.error_kind == "" and row.test_seconds > 0
+    assert (row.orchestrator_model, row.coder_model) == ("sim", "sim")
+    assert_ground_truth(result, sim)
+    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 2}
+    assert (result.workdir / "workspace" / "solution.py").read_text() == task.reference
+    assert (result.workdir / "round-1" / "solution.py").read_text() == task.reference
+    assert (result.workdir / "round-1" / "test_output.txt").is_file()
+    lines = result.transcript()
+    assert [line["thread"] for line in lines] == ["orchestrator"] * 3 + ["coder-1"] * 5 + ["orchestrator"] * 2
+    assert f"Task id: {TASK}" in lines[1]["content"] and "solution.py" in lines[1]["content"]
+    assert all(c.integrity in ("ok", "none") and c.ttft_s is not None for c in result.calls)
+
+
+@pytest.mark.parametrize("sim", [{}], indirect=True)
+def test_direct_mode_uses_only_the_coder(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, mode="direct")
+    row = result.row
+    assert row.outcome == "pass" and (row.orchestrator_calls, row.coder_calls, row.delegations) == (0, 2, 0)
+    assert row.orchestrator_model == "" and sim.stats.by_role == {"coder": 2}
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("sim", [{"coder": {"p_correct": 0.0, "p_fix": 1.0}}], indirect=True)
+def test_revision_that_fixes(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    row = result.row
+    assert row.outcome == "pass" and row.rounds == 2 and row.delegations == 2
+    assert_ground_truth(result, sim)
+    revision = [line for line in result.transcript() if "The tests failed" in str(line.get("content"))][0]
+    failing = (result.workdir / "round-1" / "test_output.txt").read_text()
+    assert (revision["role"], revision["round"]) == ("user", 2)
+    assert "fix the code in solution.py" in revision["content"]
+    assert "NotImplementedError" in revision["content"] or "assert" in revision["content"]
+    assert failing and (result.workdir / "round-2" / "solution.py").read_text() == task.reference
+
+
+@pytest.mark.parametrize("sim", [{"coder": {"p_correct": 0.0, "p_fix": 0.0}}], indirect=True)
+def test_revision_that_does_not_fix(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, max_rounds=2)
+    row = result.row
+    assert row.outcome == "fail" and row.rounds == 2 and row.tests_passed < row.tests_total
+    assert row.error_kind and row.error_tail
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("sim", [{"orchestrator": {"overiterate_tasks": ["*"]}}], indirect=True)
+def test_over_iteration_hits_the_call_cap(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, max_calls=7)
+    row = result.row
+    assert row.outcome == "call_cap" and len(result.calls) == 7 and row.delegations == 3
+    assert_ground_truth(result, sim)
+    # The last written solution is still tested.
+    assert row.tests_passed == row.tests_total > 0 and "call cap" in row.error_tail
+
+
+@pytest.mark.parametrize("sim", [{"timing": {"ttft_seconds": 0.4, "decode_tokens_per_second": 0}}], indirect=True)
+def test_wall_budget_ends_in_timeout(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, task_seconds=1.0)
+    row = result.row
+    assert row.outcome == "timeout" and row.duration_s < 1.5
+    assert result.calls[-1].status == "cancelled" and "wall budget" in row.error_tail
+
+
+@pytest.mark.parametrize("sim", [{}], indirect=True)
+def test_token_cap(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, max_completion_tokens=300)
+    row = result.row
+    assert row.outcome == "token_cap" and row.completion_tokens >= 300
+    assert [c.max_tokens for c in result.calls] == [300, 300 - result.calls[0].completion_tokens]
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize(
+    ("sim", "verdict"),
+    [
+        ({"faults": [{"kind": "name_absorbs_args", "at_requests": [2]}]}, "mangled_name"),
+        ({"faults": [{"kind": "bad_json_args", "at_requests": [2]}]}, "bad_json"),
+    ],
+    indirect=["sim"],
+)
+def test_bad_tool_calls_are_answered_and_counted(task: TaskSpec, sim: SimServer, tmp_path: Path, verdict: str):
+    result = attempt(task, sim.base_url, tmp_path)
+    row = result.row
+    assert row.outcome == "pass" and row.mangled_tool_calls == 1 and row.coder_calls == 3
+    assert [c.integrity for c in result.calls if c.integrity not in ("ok", "none")] == [verdict]
+    refusal = [line for line in result.transcript() if line["role"] == "tool"][0]
+    assert refusal["content"].startswith("error:")
+    assert_ground_truth(result, sim)
+
+
+def test_path_escape_writes_nothing_outside(task: TaskSpec, tmp_path: Path):
+    outside = tmp_path / "outside.py"
+    faults = [{"kind": "path_escape", "at_requests": [2], "path": str(outside)},
+              {"kind": "path_escape", "at_requests": [3], "path": "../escaped.py"}]
+    with SimServer(scenario(faults=faults), suite=task.suite) as sim:
+        result = attempt(task, sim.base_url, tmp_path)
+        assert_ground_truth(result, sim)
+    row = result.row
+    assert row.outcome == "pass" and row.mangled_tool_calls == 2
+    assert [c.integrity for c in result.calls].count("path_escape") == 2
+    assert not outside.exists() and not (result.workdir / "escaped.py").exists()
+
+
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "reasoning_budget", "rate": 1.0, "roles": ["coder"]}]}],
+                         indirect=True)
+def test_reasoning_eating_the_budget(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, mode="direct", endpoint={"max_tokens": 64}, max_rounds=1)
+    row = result.row
+    assert row.outcome == "no_artifact" and row.reasoning_exhausted == 1
+    exhausted = [c for c in result.calls if c.reasoning_exhausted]
+    assert exhausted[0].role == "coder" and exhausted[0].finish_reason == "length"
+    assert exhausted[0].completion_tokens == 64
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "stall", "at_requests": [2], "seconds": 2.0}]}], indirect=True)
+def test_stall_is_retried(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, stale=0.3)
+    row = result.row
+    assert row.outcome == "pass"
+    assert [c.status for c in result.calls][:3] == ["ok", "stalled", "ok"]
+    assert result.calls[1].attempt == 1 and result.calls[2].attempt == 2 and result.calls[1].duration_s < 1.5
+
+
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "http_503", "at_requests": [1, 2]}]}], indirect=True)
+def test_5xx_then_recovery(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    assert result.row.outcome == "pass"
+    assert [(c.status, c.http_status, c.attempt) for c in result.calls[:3]] == [
+        ("http_5xx", 503, 1), ("http_5xx", 503, 2), ("ok", 200, 3)]
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "truncate", "at_requests": [3]}]}], indirect=True)
+def test_truncated_stream_is_retried(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    assert result.row.outcome == "pass" and result.calls[2].status == "truncated"
+    assert result.calls[3].status == "ok" and result.calls[3].attempt == 2
+
+
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "crash", "at_requests": [3]}]}], indirect=True)
+def test_crash_mid_task_is_infra_error(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    row = result.row
+    assert row.outcome == "infra_error" and row.error_kind in ("connection", "truncated", "bad_response")
+    assert [c.status for c in result.calls[:2]] == ["ok", "ok"] and len(result.calls) == 2 + 3
+    assert all(c.status != "ok" for c in result.calls[2:]) and "attempt" in row.error_tail
+
+
+def test_dead_endpoint_is_infra_error(task: TaskSpec, tmp_path: Path):
+    result = attempt(task, "http://127.0.0.1:9/v1", tmp_path, endpoint={"retries": 1})
+    row = result.row
+    assert row.outcome == "infra_error" and row.error_kind == "connection" and len(result.calls) == 2
+    assert row.rounds == 1 and row.tests_total == 0
+
+
+def test_context_window_aborts_without_retry(task: TaskSpec, tmp_path: Path):
+    with SimServer(scenario(max_model_len=64), suite=task.suite) as sim:
+        result = attempt(task, sim.base_url, tmp_path)
+    assert result.row.outcome == "infra_error" and result.row.error_kind == "context_window"
+    assert len(result.calls) == 1 and result.calls[0].http_status == 400
+
+
+@pytest.mark.parametrize("sim", [{"coder": {"p_fenced": 1.0}}], indirect=True)
+def test_fallback_write(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path)
+    row = result.row
+    assert row.outcome == "pass" and row.fallback_writes == 1 and row.coder_calls == 1
+    assert (result.workdir / "workspace" / "solution.py").read_text().strip() == task.reference.strip()
+    assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("sim", [{}], indirect=True)
+def test_harness_error_keeps_the_traceback(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    def broken_judge(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("sandbox exploded")
+
+    chat = ChatEndpoint("sim", Endpoint(base_url=sim.base_url, model="sim"), 5)
+    row = asyncio.run(run_task(task, orchestrator=chat, coder=chat, budgets=Budgets(), mode="delegate",
+                               workdir=tmp_path, run_id="r", cycle=0, on_call=lambda _: None, judge=broken_judge))
+    assert row.outcome == "harness_error" and row.error_kind == "RuntimeError"
+    assert "sandbox exploded" in row.error_tail and "Traceback" in row.error_tail
+
+
+@pytest.mark.parametrize("sim", [{"timing": {"ttft_seconds": 5.0, "decode_tokens_per_second": 0}}], indirect=True)
+def test_cancellation_propagates(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    chat = ChatEndpoint("sim", Endpoint(base_url=sim.base_url, model="sim"), 30)
+    calls: list[CallRow] = []
+
+    async def go() -> None:
+        running = asyncio.create_task(run_task(
+            task, orchestrator=chat, coder=chat, budgets=Budgets(), mode="delegate", workdir=tmp_path, run_id="r",
+            cycle=0, on_call=calls.append))
+        await asyncio.sleep(0.3)
+        running.cancel()
+        await running
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(go())
+    assert [c.status for c in calls] == ["cancelled"]
+
+
+def test_fenced_code_picks_the_longest_python_block():
+    text = "x\n```bash\nls\n```\n```python\nshort = 1\n```\n```\nlonger = 2\nmore = 3\n```"
+    assert fenced_code(text) == "longer = 2\nmore = 3\n"
+    assert fenced_code("no code here") is None
