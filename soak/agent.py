@@ -376,7 +376,7 @@ def try_command(
     def show(row: CallRow) -> None:
         rows.append(row)
         console.print(f"  call {row.call_index:>3} {row.role:<12} {row.status:<9} {row.duration_s:7.2f} s  "
-                      f"{row.finish_reason or '-':<10} {row.integrity:<12} {row.tool_names}")
+                      f"{row.finish_reason or '-':<10} {row.integrity:<12} {row.tool_names}", markup=False)
 
     async def go() -> TaskRow:
         try:
@@ -401,25 +401,29 @@ def _shown(value: Any, digits: int = 2) -> str:
 
 
 def _calls_table(rows: list[CallRow]) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="calls (? = not reported)")
-    columns = ("#", "try", "role", "status", "http", "ttft s", "dur s", "tok/s", "prompt", "compl", "reason",
-               "cached", "finish", "tools", "integrity", "error")
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    table = Table(title="calls (? = not reported by the server)")
+    for column in ("#", "role", "status", "ttft s", "dur s", "tok/s", "in/out", "cached", "reason", "finish", "tools"):
+        table.add_column(column)
+    table.add_column("error", overflow="fold")
     for row in rows:
+        status = row.status if row.http_status in (None, 200) else f"{row.status} {row.http_status}"
+        tools = escape(f"{row.tool_names} [{row.integrity}]") if row.tool_calls or row.integrity != "none" else ""
         table.add_row(
-            str(row.call_index), str(row.attempt), row.role, row.status, _shown(row.http_status), _shown(row.ttft_s),
-            _shown(row.duration_s), _shown(row.decode_tps, 1), _shown(row.prompt_tokens),
-            _shown(row.completion_tokens), _shown(row.reasoning_tokens), _shown(row.cached_tokens), row.finish_reason,
-            row.tool_names, row.integrity + (" (reasoning ate budget)" if row.reasoning_exhausted else ""),
-            row.error[:80],
+            f"{row.call_index}" + (f".{row.attempt}" if row.attempt > 1 else ""),
+            row.role.replace("orchestrator", "orch"), status,
+            _shown(row.ttft_s), _shown(row.duration_s), _shown(row.decode_tps, 0),
+            f"{_shown(row.prompt_tokens)}/{_shown(row.completion_tokens)}", _shown(row.cached_tokens),
+            _shown(row.reasoning_tokens) + (" (ate budget)" if row.reasoning_exhausted else ""), row.finish_reason,
+            tools, escape(row.error[:120]),
         )
     return table
 
 
 def _task_table(row: TaskRow) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"task {row.task_id}: {row.outcome}", show_header=False)
@@ -428,5 +432,5 @@ def _task_table(row: TaskRow) -> Any:
     for name, value in row.model_dump(exclude={"schema_version", "error_tail"}).items():
         table.add_row(name, _shown(value, 3))
     if row.error_tail:
-        table.add_row("error_tail", row.error_tail)
+        table.add_row("error_tail", escape(row.error_tail))
     return table
