@@ -134,6 +134,7 @@ def host() -> dict[str, Any]:
 
 def new_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[TaskSpec]]:
     """Resolve everything that can be wrong before anything is written, then create the run folder."""
+    limits = opts.limits() or Limits(max_cycles=1)
     config = resolve_config(opts)
     stack_info: dict[str, Any] = {}
     if not config.endpoints:
@@ -150,7 +151,7 @@ def new_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[Task
         raise BadInput(f"run {run_id} already exists in {folder.path.parent}; continue it with --resume {run_id}")
     info = RunInfo(
         run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
-        limits=opts.limits() or Limits(max_cycles=1), routing=routing, stack=stack_info, versions=versions(),
+        limits=limits, routing=routing, stack=stack_info, versions=versions(),
         host=host(),
     )
     folder.path.mkdir(parents=True)

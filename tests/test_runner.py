@@ -493,8 +493,9 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     killed = 0
     try:
         for _ in range(6):
+            sessions = len(folder.read_info().sessions)
             process = subprocess.Popen([sys.executable, str(child), str(folder.path)], stdout=subprocess.DEVNULL)
-            while process.poll() is None and read_pid(folder) != process.pid:  # imports take a while
+            while process.poll() is None and len(folder.read_info().sessions) == sessions:  # imports take a while
                 time.sleep(0.01)
             time.sleep(rng.uniform(0.0, 2.0))
             if process.poll() is None:
@@ -510,7 +511,7 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     info = folder.read_info()
     assert info.sessions[-1].reason == "tasks"
     crashed = [s for s in info.sessions if s.stopped_at is None]
-    assert 2 <= len(crashed) <= killed and crashed == info.sessions[: len(crashed)]
+    assert len(crashed) == killed and crashed == info.sessions[:killed]
     rows = tasks_of(folder)
     finished = [(r.cycle, r.task_id) for r in rows if r.outcome != "cancelled"]
     assert len(finished) == 60 == len(set(finished)), "a row was lost or duplicated"
@@ -522,3 +523,152 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     for name in ("tasks", "calls", "events", "samples"):
         pd.read_csv(folder.path / f"{name}.csv")
     assert events_of(folder).count("resume") == len(info.sessions) - 1
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+SECRET = "hunter2-0123456789-secret"
+
+
+class EchoesTheKey(BaseHTTPRequestHandler):
+    """Refuses every chat call with an error that quotes the Authorization header back."""
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = f'{{"error": {{"message": "invalid key: {self.headers.get("authorization")} ({SECRET})"}}}}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200 if self.path.endswith("/models") else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def invoke(*args: str):
+    from click.testing import CliRunner
+
+    from soak.cli import main
+
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_no_api_key_reaches_any_file(tmp_path, monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoesTheKey)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SOAK_TEST_API_KEY", SECRET)
+    suite = write_bank(tmp_path / "bank", 2)
+    config = tmp_path / "soak.toml"
+    config.write_text(
+        f'suite = "{suite}"\n[endpoints.default]\nbase_url = "http://127.0.0.1:{server.server_port}/v1"\n'
+        f'model = "m"\napi_key_env = "SOAK_TEST_API_KEY"\nretries = 0\nextra_body = {{api_key = "{SECRET}"}}\n'
+    )
+    try:
+        result = invoke("run", "--config", str(config), "--tasks", "3", "--run-id", "keys", "--quiet")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "data" / "keys"
+    rows = list(read_rows(folder / "tasks.csv", TaskRow))
+    assert [r.outcome for r in rows] == ["infra_error"] * 3
+    assert "invalid key" in (folder / "calls.csv").read_text()
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert len(files) > 5
+    assert not [p for p in files if SECRET.encode() in p.read_bytes()]
+    assert SECRET not in result.output
+    assert '"api_key_env": "SOAK_TEST_API_KEY"' in (folder / "run.json").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hours", "1", "--tasks", "3"], "one of --hours"),
+    (["--minutes", "-1"], "positive"),
+    (["--concurrency", "0"], "at least 1"),
+    (["--base-url", "http://127.0.0.1:9/v1"], "go together"),
+    (["--resume", "nope"], "no run 'nope'"),
+    (["--run-id", "../escape", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "run id"),
+    (["--suite", "nonsense", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "unknown suite"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, args, message):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    suite = write_bank(tmp_path / "bank", 1)
+    result = invoke("run", *args, *([] if "--suite" in args or "--resume" in args else ["--suite", suite]))
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+
+
+def test_resume_refuses_config_flags_and_a_second_start_of_the_same_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=1), run_id="r")
+    result = invoke("run", "--resume", "r", "--concurrency", "3")
+    assert result.exit_code == 2 and "--concurrency" in result.output
+    result = invoke("run", "--run-id", "r", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert result.exit_code == 2 and "--resume r" in result.output
+
+
+def test_status_and_runs_read_the_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    assert "no runs" in invoke("runs").output
+    assert invoke("status").exit_code == 2
+    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=5), run_id="first")
+    run(folder, info, config, FakeTasks(outcome=lambda t, n: "pass" if n % 5 else "timeout"))
+    listing = invoke("runs").output
+    assert "first" in listing and "finished" in listing and "80%" in listing
+    status = invoke("status").output
+    assert "run first: finished (tasks)" in status and "5 done" in status and "timeout" in status
+    assert "not running" in invoke("stop", "first").output
+
+
+@pytest.mark.slow
+def test_detach_status_stop_from_other_processes(tmp_path):
+    import subprocess
+    import sys
+
+    from soak.sim import Scenario, start_subprocess
+
+    suite = write_bank(tmp_path / "bank", 4)
+    sim, url = start_subprocess(Scenario.model_validate({"timing": {"ttft_seconds": [0.2, 0.5]}}), suite=suite)
+    config = tmp_path / "soak.toml"
+    config.write_text(f'suite = "{suite}"\nconcurrency = 2\n[endpoints.default]\nbase_url = "{url}"\n'
+                      f'model = "soak-sim"\napi_key_env = "SOAK_TEST_API_KEY"\n')
+    env = {**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data"), "SOAK_TEST_API_KEY": SECRET}
+    soak = [sys.executable, "-c", "from soak.cli import main; main()"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*soak, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    folder = RunFolder(tmp_path / "data" / "night")
+    try:
+        started = cli("run", "--config", str(config), "--minutes", "30", "--run-id", "night", "--detach")
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "detached" in started.stdout
+        pid = read_pid(folder)
+        assert pid and os.getsid(pid) == pid  # its own session: closing the terminal does not reach it
+        deadline = time.time() + 90
+        while len(tasks_of(folder)) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        status = cli("status", "night").stdout
+        assert "run night: running" in status and "done" in status and "left" in status
+        assert "night" in cli("runs").stdout and "running" in cli("runs").stdout
+        assert cli("run", "--resume", "night").returncode == 2  # one process per run
+        stopped = cli("stop", "night")
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    finally:
+        if read_pid(folder):
+            os.kill(read_pid(folder), signal.SIGKILL)
+        sim.terminate()
+        sim.wait()
+    info = folder.read_info()
+    assert (info.sessions[-1].reason, info.sessions[-1].exit_code) == ("signal", 130)
+    assert info.sessions[-1].detached
+    assert "stopped" in cli("status", "night").stdout
+    rows = tasks_of(folder)
+    assert len(rows) >= 2 and all(r.outcome in ("pass", "cancelled") for r in rows)
+    assert (folder.path / "runner.log").is_file() and not (folder.path / "runner.pid").exists()
+    assert not [p for p in folder.path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
