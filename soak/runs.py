@@ -1,7 +1,5 @@
-"""Around the loop: a new or resumed run from the command line, its stack and telemetry, detaching, stopping."""
+"""Runs as folders and processes: a new or resumed run from the flags, detaching, stopping, status and listing."""
 
-import asyncio
-import json
 import os
 import platform
 import re
@@ -11,8 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack, nullcontext
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,13 +20,13 @@ from rich.console import Console
 from soak.config import SoakConfig, describe_validation_error, load_config, redact, with_cli_endpoint
 from soak.errors import BadInput
 from soak.paths import data_dir
-from soak.progress import QuietLines, RunStats, live_view, runs_table, status_view, summary
+from soak.progress import RunStats, runs_table, status_view
 from soak.record import Limits, RunFolder, RunInfo, TaskRow, read_rows
-from soak.runner import AllReady, Attempt, EndpointProbe, Readiness, RunEnd, Runner, TaskFn
+from soak.runner import TaskFn
+from soak.session import execute, read_pid
 from soak.tasks import TaskSpec, load_suites
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
-PID_FILE = "runner.pid"
 LOG_FILE = "runner.log"
 
 
@@ -213,130 +209,6 @@ def all_runs() -> list[tuple[RunFolder, RunInfo]]:
     return sorted(found, key=lambda pair: pair[1].created_at)
 
 
-# --- the real task function ------------------------------------------------------------------------
-
-
-class AgentTasks:
-    """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied.
-
-    `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
-    """
-
-    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
-        from soak.agent import run_task
-        from soak.llm import ChatEndpoint
-        from soak.route import Routing
-
-        self.config, self.run_task, self.judge = config, run_task, judge
-        self.routes = Routing.model_validate(routing).tasks if routing else {}
-        names = {config.roles.coder, config.roles.orchestrator if config.mode == "delegate" else config.roles.coder}
-        names |= {r.endpoint for r in self.routes.values() if r.action == "escalate" and r.endpoint}
-        stale = config.budgets.stale_seconds
-        self.endpoints = {name: ChatEndpoint(name, config.endpoints[name], stale) for name in sorted(names)}
-
-    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
-        route = self.routes.get(task.id)
-        coder = self.config.roles.coder
-        if route and route.action == "escalate" and route.endpoint:
-            coder = route.endpoint
-        if route and route.action == "cap":
-            task = task.model_copy(update={"max_calls": route.max_calls})
-        if route and route.action == "extend":
-            task = task.model_copy(update={"budget_seconds": route.budget_seconds})
-        orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
-        return await self.run_task(
-            task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
-            mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
-            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge,
-        )
-
-    async def close(self) -> None:
-        for endpoint in self.endpoints.values():
-            await endpoint.close()
-
-
-# --- one session -----------------------------------------------------------------------------------
-
-
-def execute(
-    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
-    quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
-    judge: Callable[..., Any] | None = None,
-) -> RunEnd:
-    """Run one session in the foreground, with the pid file in place while it runs.
-
-    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox.
-    """
-    console = console or Console()
-    folder.open()
-    write_pid(folder)
-    try:
-        return asyncio.run(
-            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge)
-        )
-    finally:
-        (folder.path / PID_FILE).unlink(missing_ok=True)
-        folder.close()
-
-
-async def session(
-    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
-    quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
-) -> RunEnd:
-    from soak.monitor import Monitor, ServerMetricsSource, default_samplers
-    from soak.stack import StackSupervisor, metrics_url, root_url
-
-    stats = RunStats.from_folder(folder.path, info)
-    folder.listeners.append(stats)
-    if quiet or not console.is_terminal:
-        folder.listeners.append(QuietLines(stats, console))
-    async with AsyncExitStack() as cleanup:
-        if metrics_port is not None:
-            from soak.exporter import RunExporter
-
-            exporter = RunExporter(info.run_id)
-            exporter.serve(metrics_port)
-            cleanup.callback(exporter.close)
-            folder.listeners.append(exporter)
-        probe = EndpointProbe([e.base_url for e in config.endpoints.values()],
-                              config.error_budget.probe_interval_seconds)
-        readiness: Readiness = probe
-        supervisor = None
-        background: list[asyncio.Task] = []
-        cleanup.push_async_callback(cancel_all, background)
-        if config.stack.servers:
-            supervisor = StackSupervisor(config.stack, folder.path / "logs",
-                                         lambda kind, source, detail: folder.event(kind, detail, source))
-            cleanup.callback(supervisor.stop)
-            await supervisor.start()
-            background.append(asyncio.create_task(supervisor.watch()))
-            readiness = AllReady([supervisor, probe])
-        metered = [(s.name, metrics_url(s)) for s in config.stack.servers] or [
-            (name, root_url(e.base_url) + "/metrics") for name, e in config.endpoints.items()
-        ]
-        sources = [ServerMetricsSource(name, url, lambda text: folder.event("note", text, "monitor"))
-                   for name, url in dict(metered).items() if url]
-        samplers = default_samplers(supervisor.pids if supervisor else dict, sources)
-        monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
-        background.append(asyncio.create_task(monitor.run()))
-        if task_fn is None:
-            agent = AgentTasks(config, info.routing, judge)
-            cleanup.push_async_callback(agent.close)
-            task_fn = agent
-        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached)
-        stats.in_flight = lambda: {key: flight.started_at for key, flight in runner.in_flight.items()}
-        with nullcontext() if quiet or not console.is_terminal else live_view(stats, console):
-            end = await runner.run()
-    console.print(summary(stats, folder.path, end.reason, end.detail))
-    return end
-
-
-async def cancel_all(jobs: list[asyncio.Task]) -> None:
-    for job in jobs:
-        job.cancel()
-    await asyncio.gather(*jobs, return_exceptions=True)
-
-
 def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Console | None = None) -> int:
     """`soak run`: start, resume or detach; returns the exit code."""
     folder, info, config, tasks = reopen_run(opts) if opts.resume else new_run(opts)
@@ -347,24 +219,7 @@ def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Consol
     return end.exit_code
 
 
-# --- pid file, detach, stop ------------------------------------------------------------------------
-
-
-def write_pid(folder: RunFolder) -> None:
-    me = psutil.Process()
-    (folder.path / PID_FILE).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
-
-
-def read_pid(folder: RunFolder) -> int | None:
-    """The pid of the process running this run, if it is alive (and is the same process, not a reused pid)."""
-    try:
-        recorded = json.loads((folder.path / PID_FILE).read_text())
-        process = psutil.Process(int(recorded["pid"]))
-        if abs(process.create_time() - float(recorded["create_time"])) < 1.0 and process.status() != "zombie":
-            return process.pid
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-        pass
-    return None
+# --- detach, stop, status ----------------------------------------------------------------------------
 
 
 def run_state(folder: RunFolder, info: RunInfo) -> str:

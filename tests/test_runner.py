@@ -17,7 +17,8 @@ from rich.console import Console
 from soak.config import Endpoint, SoakConfig, redact
 from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
 from soak.runner import Attempt, EndpointProbe, Runner, Schedule
-from soak.runs import execute, read_pid, run_state
+from soak.runs import run_state
+from soak.session import execute, read_pid
 from soak.tasks import TaskSpec
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
@@ -464,7 +465,7 @@ from test_runner import reference_judge
 
 from soak.config import SoakConfig
 from soak.record import RunFolder
-from soak.runs import execute
+from soak.session import execute
 from soak.tasks import load_suites
 
 folder = RunFolder(Path(sys.argv[1]))
