@@ -1,9 +1,11 @@
 """The morning report: tolerant loading, aggregation formulas, escaping, empty runs, CLI and a real browser."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib.image
@@ -256,3 +258,59 @@ def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
     hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
     pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()
     assert hist_blue > 0.002 and pass_green > 0.001, (hist_blue, pass_green)
+
+
+# --- a run recorded by the real runner against the simulator ----------------------------------
+
+FAULTY = """
+[timing]
+ttft_seconds = [0.01, 0.05]
+decode_tokens_per_second = 2000
+[coder]
+p_correct = 0.5
+p_fix = 0.7
+[spec_decode]
+enabled = true
+[[faults]]
+kind = "name_absorbs_args"
+rate = 0.15
+roles = ["coder"]
+[[faults]]
+kind = "http_500"
+rate = 0.1
+[[faults]]
+kind = "reasoning_budget"
+rate = 0.1
+"""
+
+
+@pytest.mark.slow
+def test_report_of_a_run_recorded_by_the_runner_against_the_sim(tmp_path: Path) -> None:
+    from soak.sim import SimServer, load_scenario
+
+    scenario_file = tmp_path / "faulty.toml"
+    scenario_file.write_text(FAULTY)
+    sim = SimServer(load_scenario(scenario_file), seed=3)
+    url = sim.start()
+    env = {**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data"), "SOAK_REPORTS_DIR": str(tmp_path / "reports")}
+    soak = [sys.executable, "-c", "from soak.cli import main; main()"]
+    try:
+        done = subprocess.run([*soak, "run", "--base-url", url, "--model", "soak-sim", "--tasks", "8",
+                               "--run-id", "recorded", "--quiet"], env=env, capture_output=True, text=True,
+                              timeout=240)
+    finally:
+        sim.stop()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rendered = subprocess.run([*soak, "report", "recorded"], env=env, capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    page = Path(rendered.stdout.strip())
+    folder = tmp_path / "data" / "recorded"
+    summary = json.loads((page.parent / "summary.json").read_text())["runs"][0]
+    tasks, calls = pd.read_csv(folder / "tasks.csv"), pd.read_csv(folder / "calls.csv")
+    assert summary["tasks"] == len(tasks) == 8 and summary["calls"] == len(calls)
+    assert summary["outcomes"] == tasks["outcome"].value_counts().to_dict()
+    assert summary["mangled_tool_calls"] == int((~calls["integrity"].isin(["ok", "none"])).sum())
+    html = page.read_text()
+    assert all(task_id in html for task_id in tasks["task_id"])
+    if browser():
+        assert open_in_browser(page, tmp_path / "recorded.png", tmp_path / "profile") == []

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from soak.paths import reports_dir
+from soak.report.aggregate import span_text
 from soak.report.build import comparison_view, run_view
 from soak.report.load import Run, load_run, resolve_run_dir
 
@@ -35,8 +36,9 @@ def _when(value: Any) -> str:
     return datetime.fromtimestamp(value).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _hours(at: Any, start: float) -> str:
-    return _num((at - start) / 3600, 2) if isinstance(at, int | float) else "–"
+def _since(at: Any, clock: dict[str, float]) -> str:
+    """Position on the charts' time axis (hours or minutes since the start)."""
+    return _num((at - clock["start"]) / clock["unit"], 2) if isinstance(at, int | float) else "–"
 
 
 def environment() -> jinja2.Environment:
@@ -44,7 +46,7 @@ def environment() -> jinja2.Environment:
         loader=jinja2.PackageLoader("soak.report", "."), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, when=_when, hours=_hours)
+    env.filters.update(num=_num, pct=_pct, when=_when, since=_since, span=span_text)
     return env
 
 

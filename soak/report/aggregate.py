@@ -25,6 +25,15 @@ def clean(value: Any) -> Any:
     return value
 
 
+def span_text(seconds: float | None) -> str:
+    """8.0 h, 12 min or 45 s: the unit a reader expects for that length."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
 def time_span(run: Run) -> tuple[float, float]:
     """Start and end of the run in unix seconds; a run still going ends at its latest record."""
     stamps = [run.tasks["ended_at"].max(), run.calls["started_at"].max(), run.events["at"].max(),
@@ -262,7 +271,7 @@ def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> str | None:
     total = series.summed(samples, "host", "mem_total_bytes")["value"].max()
     limit_mb = max(256.0, 0.02 * total / 2**20) if pd.notna(total) else 256.0
     word = "flat" if row["growth_mb"] <= limit_mb else "grew"
-    return f"memory {word}: {row['growth_mb']:+.0f} MB over {row['hours']:.1f} h ({row['series']})"
+    return f"memory {word}: {row['growth_mb']:+.0f} MB over {span_text(row['hours'] * 3600)} ({row['series']})"
 
 
 def verdicts(h: dict[str, Any], memory: pd.DataFrame, samples: pd.DataFrame) -> list[str]:

@@ -28,7 +28,7 @@ def lines_by_source(frame: pd.DataFrame, scale_label: str = "") -> dict[str, pd.
             for source, part in frame.groupby("source", sort=True)}
 
 
-def timeline(run: Run, start: float, width: float) -> str:
+def timeline(run: Run, clock: charts.Clock) -> str:
     samples, events = run.samples, agg.stack_events(run.events)
     mem = series.downsample(series.summed(samples, "host", "mem_available_bytes"))
     rss = series.window(samples, None, "rss_bytes")
@@ -38,21 +38,21 @@ def timeline(run: Run, start: float, width: float) -> str:
            "total": series.downsample(series.summed(samples, "gpu", "gpu_memory_total_bytes"))}
     gib, mib = 1 / 2**30, 1 / 2**20
     return charts.render([
-        (charts.plot_outcomes_over_time, (run.tasks, start, width)),
-        (charts.plot_lines, ({"MemAvailable": mem}, start, "Host MemAvailable", "GiB", gib, events)),
-        (charts.plot_lines, (harness, start, "Harness RSS", "MiB", mib, events)),
-        (charts.plot_lines, (servers, start, "Model server RSS (process tree)", "MiB", mib, events)),
-        (charts.plot_lines, (gpu, start, "GPU memory (all GPUs)", "GiB", gib, events)),
+        (charts.plot_outcomes_over_time, (run.tasks, clock)),
+        (charts.plot_lines, ({"MemAvailable": mem}, clock, "Host MemAvailable", "GiB", gib, events)),
+        (charts.plot_lines, (harness, clock, "Harness RSS", "MiB", mib, events)),
+        (charts.plot_lines, (servers, clock, "Model server RSS (process tree)", "MiB", mib, events)),
+        (charts.plot_lines, (gpu, clock, "GPU memory (all GPUs)", "GiB", gib, events)),
     ], size=(10, 13.5))
 
 
-def server_charts(run: Run, start: float, end: float, width: float) -> dict[str, str]:
+def server_charts(run: Run, clock: charts.Clock) -> dict[str, str]:
     calls, samples = run.calls, run.samples
     ok = calls[calls["status"] == "ok"]
     hit_rate = series.ratio_over_time(samples, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
-                                      start, width)
+                                      clock.start, clock.width)
     llama_tps = series.ratio_over_time(samples, "llamacpp:tokens_predicted_total",
-                                       "llamacpp:tokens_predicted_seconds_total", start, width)
+                                       "llamacpp:tokens_predicted_seconds_total", clock.start, clock.width)
     kv = series.window(samples, "server:*", "vllm:kv_cache_usage_perc")
     queue = {**lines_by_source(series.window(samples, "server:*", "vllm:num_requests_running"), " running"),
              **lines_by_source(series.window(samples, "server:*", "vllm:num_requests_waiting"), " waiting"),
@@ -63,15 +63,15 @@ def server_charts(run: Run, start: float, end: float, width: float) -> dict[str,
         "tps_hist": charts.chart(charts.plot_hist, ok["decode_tps"], "Decode tok/s (client side)", "tok/s",
                                  size=(5, 3)),
         "over_time": charts.render([
-            (charts.plot_quantiles_over_time, (ok, "ttft_s", start, width, "TTFT over time", "seconds")),
-            (charts.plot_quantiles_over_time, (ok, "decode_tps", start, width, "Decode tok/s over time", "tok/s")),
+            (charts.plot_quantiles_over_time, (ok, "ttft_s", clock, "TTFT over time", "seconds")),
+            (charts.plot_quantiles_over_time, (ok, "decode_tps", clock, "Decode tok/s over time", "tok/s")),
         ], size=(10, 5.5)),
         "server_series": charts.render([
-            (charts.plot_lines, (lines_by_source(hit_rate), start, "Prefix-cache hit rate (Δhits / Δqueries)",
+            (charts.plot_lines, (lines_by_source(hit_rate), clock, "Prefix-cache hit rate (Δhits / Δqueries)",
                                  "%", 100.0)),
-            (charts.plot_lines, (lines_by_source(kv), start, "KV-cache usage", "%", 100.0)),
-            (charts.plot_lines, (queue, start, "Requests in the server", "requests")),
-            (charts.plot_lines, (lines_by_source(llama_tps), start,
+            (charts.plot_lines, (lines_by_source(kv), clock, "KV-cache usage", "%", 100.0)),
+            (charts.plot_lines, (queue, clock, "Requests in the server", "requests")),
+            (charts.plot_lines, (lines_by_source(llama_tps), clock,
                                  "Server decode tok/s (llama.cpp Δtokens / Δseconds)", "tok/s")),
         ], size=(10, 10)),
         "spec": charts.chart(charts.plot_spec_positions, series.spec_decode(samples), size=(5, 3)),
@@ -81,7 +81,7 @@ def server_charts(run: Run, start: float, end: float, width: float) -> dict[str,
 def run_view(run: Run, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
-    width = series.bucket_width(start, end)
+    clock = charts.Clock.for_span(start, end)
     tasks = run.tasks
     head = agg.headline(run, k)
     flagged, threshold = agg.over_iteration(tasks, k)
@@ -103,13 +103,13 @@ def run_view(run: Run, k: float) -> dict[str, Any]:
             "over": records(flagged, 50), "over_total": len(flagged), "threshold": agg.clean(threshold), "k": k,
         },
         "problems": records(problems, TABLE_ROWS), "problems_total": len(problems),
-        "timeline": timeline(run, start, width),
+        "timeline": timeline(run, clock),
         "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
-        "server": server_charts(run, start, end, width),
+        "server": server_charts(run, clock),
         "spec_summary": records(series.spec_decode_summary(run.samples)),
         "integrity": {
             "counts": records(agg.integrity_counts(run.calls)),
-            "chart": charts.chart(charts.plot_integrity, agg.integrity_over_time(run.calls, start, width), start,
+            "chart": charts.chart(charts.plot_integrity, agg.integrity_over_time(run.calls, start, clock.width), clock,
                                   size=(10, 3)),
             "examples": records(agg.mangled_examples(run.calls)),
         },
@@ -117,7 +117,7 @@ def run_view(run: Run, k: float) -> dict[str, Any]:
             "kinds": records(agg.error_kinds(tasks)), "calls": records(agg.call_errors(run.calls)),
             "samplers": records(series.sampler_errors(run.samples)),
         },
-        "start": start,
+        "clock": {"start": start, "unit": clock.unit, "name": "hour" if clock.unit == 3600 else "minute"},
     }
 
 

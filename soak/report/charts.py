@@ -3,6 +3,7 @@
 import base64
 import io
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -51,8 +52,31 @@ def no_data(ax: Any, title: str) -> None:
     ax.set_yticks([])
 
 
-def hours(at: pd.Series, start: float) -> pd.Series:
-    return (at - start) / 3600
+@dataclass(frozen=True)
+class Clock:
+    """The x axis of every time chart: hours since the start for a night, minutes for a short rehearsal."""
+
+    start: float
+    width: float
+    """Seconds per bucket of the rates and shares over time."""
+    unit: float
+    label: str
+
+    @classmethod
+    def for_span(cls, start: float, end: float, buckets: int = 48) -> "Clock":
+        span = max(end - start, 0.0)
+        unit, label = (3600.0, "hours since start") if span >= 2 * 3600 else (60.0, "minutes since start")
+        return cls(start=start, width=max(span / buckets, 10.0), unit=unit, label=label)
+
+    def x(self, at: Any) -> Any:
+        return (at - self.start) / self.unit
+
+    def bucket(self, at: pd.Series) -> pd.Series:
+        return ((at - self.start) // self.width).astype(int).rename("bucket")
+
+    def bucket_x(self, bucket: Any) -> Any:
+        """Axis position of a bucket's middle."""
+        return (bucket + 0.5) * self.width / self.unit
 
 
 def plot_duration_hist(ax: Any, tasks: pd.DataFrame, stats: dict[str, float | None], budget: float | None) -> None:
@@ -101,69 +125,81 @@ def plot_calls_by_outcome(ax: Any, tasks: pd.DataFrame) -> None:
     ax.set(title=title, ylabel="calls (light: orchestrator, dark: coder)")
 
 
-def plot_outcomes_over_time(ax: Any, tasks: pd.DataFrame, start: float, width: float) -> None:
+def plot_outcomes_over_time(ax: Any, tasks: pd.DataFrame, clock: Clock) -> None:
     title = "Tasks finished per interval, by outcome"
     if tasks.empty:
         return no_data(ax, title)
-    bucket = ((tasks["ended_at"] - start) // width).astype(int)
-    counts = tasks.groupby([bucket.rename("bucket"), "outcome"]).size().unstack(fill_value=0)
-    x = (counts.index.to_numpy() + 0.5) * width / 3600
+    counts = tasks.groupby([clock.bucket(tasks["ended_at"]), "outcome"]).size().unstack(fill_value=0)
+    x = clock.bucket_x(counts.index.to_numpy())
     bottom = np.zeros(len(counts))
     for outcome in [o for o in OUTCOME_COLOURS if o in counts.columns]:
-        ax.bar(x, counts[outcome], width=width / 3600 * 0.9, bottom=bottom, label=outcome,
+        ax.bar(x, counts[outcome], width=clock.width / clock.unit * 0.9, bottom=bottom, label=outcome,
                color=OUTCOME_COLOURS[outcome])
         bottom += counts[outcome].to_numpy()
-    ax.set(title=title, ylabel="tasks", xlabel="hours since start")
+    ax.set(title=title, ylabel="tasks", xlabel=clock.label)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], start: float, title: str, ylabel: str,
+def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], clock: Clock, title: str, ylabel: str,
                scale: float = 1.0, events: pd.DataFrame | None = None) -> None:
-    """One line per labelled (at, value) frame, x in hours since the start, stack events marked."""
+    """One line per labelled (at, value) frame, stack events marked."""
     lines = {k: v for k, v in lines.items() if not v.empty}
     if not lines:
         return no_data(ax, title)
     for label, frame in lines.items():
-        ax.plot(hours(frame["at"], start), frame["value"] * scale, label=label, linewidth=1.2)
+        ax.plot(clock.x(frame["at"]), frame["value"] * scale, label=label, linewidth=1.2)
     if events is not None:
-        plot_events(ax, events, start)
-    ax.set(title=title, ylabel=ylabel, xlabel="hours since start")
+        plot_events(ax, events, clock)
+    ax.set(title=title, ylabel=ylabel, xlabel=clock.label)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def plot_events(ax: Any, events: pd.DataFrame, start: float) -> None:
+def plot_events(ax: Any, events: pd.DataFrame, clock: Clock) -> None:
     seen = set()
     for row in events[events["kind"].isin(list(EVENT_STYLES))].itertuples():
         colour, style = EVENT_STYLES[row.kind]
         label = None if row.kind in seen else row.kind
         seen.add(row.kind)
-        ax.axvline((row.at - start) / 3600, color=colour, linestyle=style, linewidth=1, alpha=0.8, label=label)
+        ax.axvline(clock.x(row.at), color=colour, linestyle=style, linewidth=1, alpha=0.8, label=label)
+
+
+def short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def plot_hist(ax: Any, values: pd.Series, title: str, xlabel: str) -> None:
     values = values.dropna()
     if values.empty:
         return no_data(ax, title)
-    ax.hist(values, bins=40, color="#6a8caf")
+    bins: Any = 40
+    if values.min() > 0 and values.max() > 20 * values.median():
+        # A long tail (stalls, cached replies) would squash the bulk into one bar: log bins keep both visible.
+        bins = np.geomspace(values.min(), values.max(), 41)
+        ax.set_xscale("log")
+        xlabel += " (log scale)"
+    ax.hist(values, bins=bins, color="#6a8caf")
     for q, colour in ((0.5, "#2e9d4a"), (0.9, "#f08c2a")):
-        ax.axvline(values.quantile(q), color=colour, linestyle="--", label=f"p{int(q * 100)} {values.quantile(q):.2f}")
+        mark = values.quantile(q)
+        ax.axvline(mark, color=colour, linestyle="--", label=f"p{int(q * 100)} {short(mark)}")
     ax.set(title=title, xlabel=xlabel, ylabel="calls")
     ax.legend(fontsize=8)
 
 
-def plot_quantiles_over_time(ax: Any, calls: pd.DataFrame, column: str, start: float, width: float, title: str,
+def plot_quantiles_over_time(ax: Any, calls: pd.DataFrame, column: str, clock: Clock, title: str,
                              ylabel: str) -> None:
     """Median and p90 per time bucket and endpoint."""
     rows = calls[calls[column].notna()]
     if rows.empty:
         return no_data(ax, title)
-    bucket = ((rows["started_at"] - start) // width).astype(int).rename("bucket")
-    grouped = rows.groupby([rows["endpoint"], bucket])[column]
+    grouped = rows.groupby([rows["endpoint"], clock.bucket(rows["started_at"])])[column]
     for q, style in ((0.5, "-"), (0.9, ":")):
         for endpoint, part in grouped.quantile(q).groupby(level=0):
-            x = (part.index.get_level_values("bucket").to_numpy() + 0.5) * width / 3600
-            ax.plot(x, part.to_numpy(), style, label=f"{endpoint} p{int(q * 100)}")
-    ax.set(title=title, ylabel=ylabel, xlabel="hours since start")
+            x = clock.bucket_x(part.index.get_level_values("bucket").to_numpy())
+            ax.plot(x, part.to_numpy(), style, marker="." if len(part) < 20 else None,
+                    label=f"{endpoint} p{int(q * 100)}")
+    if rows[column].min() > 0 and rows[column].max() > 20 * rows[column].median():
+        ax.set_yscale("log")
+    ax.set(title=title, ylabel=ylabel, xlabel=clock.label)
     ax.legend(fontsize=7)
 
 
@@ -180,13 +216,13 @@ def plot_spec_positions(ax: Any, accepted: pd.DataFrame) -> None:
     ax.legend(fontsize=7)
 
 
-def plot_integrity(ax: Any, frame: pd.DataFrame, start: float) -> None:
+def plot_integrity(ax: Any, frame: pd.DataFrame, clock: Clock) -> None:
     title = "Broken tool calls, share of tool-using calls per interval"
     if frame.empty:
         return no_data(ax, title)
     for role, part in frame.groupby("role"):
-        ax.plot(hours(part["at"], start), part["bad_share"] * 100, marker=".", label=role)
-    ax.set(title=title, xlabel="hours since start", ylabel="% of calls")
+        ax.plot(clock.x(part["at"]), part["bad_share"] * 100, marker=".", label=role)
+    ax.set(title=title, xlabel=clock.label, ylabel="% of calls")
     ax.legend(fontsize=7)
 
 

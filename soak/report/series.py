@@ -44,11 +44,6 @@ def increments(samples: pd.DataFrame, metric: str, source: str | None = "server:
     return rows.assign(delta=delta)
 
 
-def bucket_width(start: float, end: float, buckets: int = 48) -> float:
-    """Seconds per bucket for rates over time: ~48 buckets over the run, at least one minute."""
-    return max((end - start) / buckets, 60.0)
-
-
 def ratio_over_time(
     samples: pd.DataFrame, numerator: str, denominator: str, start: float, width: float
 ) -> pd.DataFrame:
