@@ -13,10 +13,19 @@ from pathlib import Path
 from shutil import rmtree
 from typing import Protocol
 
-import httpx2
-
 from soak.config import ErrorBudget, SoakConfig
-from soak.record import CallRow, Limits, RunFolder, RunInfo, Session, TaskRow, clean_text, read_rows
+from soak.record import (
+    CallRow,
+    EventRow,
+    Limits,
+    RunFolder,
+    RunInfo,
+    SampleRow,
+    Session,
+    TaskRow,
+    clean_text,
+    read_rows,
+)
 from soak.tasks import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
@@ -42,44 +51,6 @@ class Readiness(Protocol):
     """What a pause waits on: the stack supervisor (soak.stack), an endpoint probe, or both."""
 
     async def wait_until_ready(self, timeout: float) -> bool: ...
-
-
-class EndpointProbe:
-    """With no stack to ask, an endpoint that answers GET <base_url>/models (any status below 500) is back."""
-
-    def __init__(self, base_urls: list[str], interval: float):
-        self.urls = [url.rstrip("/") + "/models" for url in dict.fromkeys(base_urls)]
-        self.interval = interval
-
-    async def answers(self, client: httpx2.AsyncClient, url: str) -> bool:
-        try:
-            return (await client.get(url)).status_code < 500
-        except httpx2.HTTPError:
-            return False
-
-    async def wait_until_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        async with httpx2.AsyncClient(timeout=5.0) as client:
-            while True:
-                if all([await self.answers(client, url) for url in self.urls]):
-                    return True
-                if time.monotonic() + self.interval > deadline:
-                    return False
-                await asyncio.sleep(self.interval)
-
-
-class AllReady:
-    """Each check in turn, within one shared timeout."""
-
-    def __init__(self, checks: list[Readiness]):
-        self.checks = checks
-
-    async def wait_until_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        for check in self.checks:
-            if not await check.wait_until_ready(max(0.0, deadline - time.monotonic())):
-                return False
-        return True
 
 
 class Schedule:
@@ -161,12 +132,11 @@ class Runner:
 
     def __init__(
         self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn, *,
-        readiness: Readiness | None = None, detached: bool = False,
+        readiness: Readiness, detached: bool = False,
     ):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
-        self.readiness = readiness or EndpointProbe(
-            [e.base_url for e in config.endpoints.values()], config.error_budget.probe_interval_seconds
-        )
+        self.readiness = readiness
+        """What a pause waits on (soak.session: the stack supervisor and/or an endpoint probe)."""
         self.session = len(info.sessions)
         finished = [r for r in read_rows(folder.path / "tasks.csv", TaskRow) if r.outcome != "cancelled"]
         self.schedule = Schedule(tasks, config.seed, info.limits, {(r.cycle, r.task_id) for r in finished})
@@ -229,6 +199,7 @@ class Runner:
     async def run(self) -> RunEnd:
         """Run until a limit, a signal or the error budget; every started attempt leaves a row."""
         self.begin()
+        self.folder.listeners.append(self)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.on_signal, sig)
@@ -241,6 +212,7 @@ class Runner:
             for helper in [*helpers, *([self.recovery] if self.recovery else [])]:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            self.folder.listeners.remove(self)
         assert self.end is not None
         self.finish_session(self.end)
         return self.end
@@ -330,19 +302,30 @@ class Runner:
 
     def record(self, row: TaskRow) -> None:
         self.folder.record_task(row)
-        if self.budget.add(row.outcome) and self.recovery is None and self.end is None:
-            self.recovery = asyncio.create_task(self.recover())
+        if self.budget.add(row.outcome):
+            self.pause(f"{sum(self.budget.window)} infra errors in the last {len(self.budget.window)} attempts")
 
-    async def recover(self) -> None:
+    def pause(self, why: str) -> None:
+        if self.recovery is None and self.end is None:
+            self.recovery = asyncio.create_task(self.recover(why))
+
+    # The run folder's listener: the stack supervisor reports a dead server as a `down` event.
+    def event(self, row: EventRow) -> None:
+        if row.kind == "down":
+            self.pause(f"{row.source} is down ({row.detail})")
+
+    def task(self, row: TaskRow) -> None: ...
+    def call(self, row: CallRow) -> None: ...
+    def sample(self, row: SampleRow) -> None: ...
+
+    async def recover(self, why: str) -> None:
         """Pause new attempts until the stack is back; a stack failing for too long ends the run."""
         budget = self.config.error_budget
         self.go.clear()
         now = time.monotonic()
         self.budget.failing_since = self.budget.failing_since or now
         left = budget.wait_for_stack_seconds - (now - self.budget.failing_since)
-        infra = sum(self.budget.window)
-        self.folder.event("pause", f"{infra} infra errors in the last {len(self.budget.window)} attempts; "
-                                   f"waiting up to {max(0.0, left):.0f} s for the stack")
+        self.folder.event("pause", f"{why}; waiting up to {max(0.0, left):.0f} s for the stack")
         if left > 0 and await self.readiness.wait_until_ready(left):
             self.budget.window.clear()
             self.folder.event("unpause", "the stack answers again")

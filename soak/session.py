@@ -2,20 +2,60 @@
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack, nullcontext
 from typing import Any
 
+import httpx2
 import psutil
 from rich.console import Console
 
 from soak.config import SoakConfig
 from soak.progress import QuietLines, RunStats, live_view, summary
 from soak.record import RunFolder, RunInfo, TaskRow
-from soak.runner import AllReady, Attempt, EndpointProbe, Readiness, RunEnd, Runner, TaskFn
+from soak.runner import Attempt, Readiness, RunEnd, Runner, TaskFn
 from soak.tasks import TaskSpec
 
 PID_FILE = "runner.pid"
+
+
+class EndpointProbe:
+    """With no stack to ask, an endpoint that answers GET <base_url>/models (any status below 500) is back."""
+
+    def __init__(self, base_urls: list[str], interval: float):
+        self.urls = [url.rstrip("/") + "/models" for url in dict.fromkeys(base_urls)]
+        self.interval = interval
+
+    async def answers(self, client: httpx2.AsyncClient, url: str) -> bool:
+        try:
+            return (await client.get(url)).status_code < 500
+        except httpx2.HTTPError:
+            return False
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        async with httpx2.AsyncClient(timeout=5.0) as client:
+            while True:
+                if all([await self.answers(client, url) for url in self.urls]):
+                    return True
+                if time.monotonic() + self.interval > deadline:
+                    return False
+                await asyncio.sleep(self.interval)
+
+
+class AllReady:
+    """Each check in turn, within one shared timeout."""
+
+    def __init__(self, checks: list[Readiness]):
+        self.checks = checks
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for check in self.checks:
+            if not await check.wait_until_ready(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
 
 
 class AgentTasks:

@@ -16,9 +16,9 @@ from rich.console import Console
 
 from soak.config import Endpoint, SoakConfig, redact
 from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
-from soak.runner import Attempt, EndpointProbe, Runner, Schedule
+from soak.runner import Attempt, Runner, Schedule
 from soak.runs import run_state
-from soak.session import execute, read_pid
+from soak.session import EndpointProbe, execute, read_pid
 from soak.tasks import TaskSpec
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
@@ -98,7 +98,7 @@ def run(folder: RunFolder, info: RunInfo, config: SoakConfig, task_fn, tasks=Non
     out = io.StringIO()
     folder.open()
     try:
-        runner = Runner(folder, info, config, tasks or make_tasks(), task_fn, readiness=readiness)
+        runner = Runner(folder, info, config, tasks or make_tasks(), task_fn, readiness=readiness or Never())
         end = asyncio.run(runner.run())
     finally:
         folder.close()
@@ -236,6 +236,28 @@ def test_a_flapping_stack_still_ends_the_run(tmp_path):
     assert events_of(folder).count("unpause") >= 1
 
 
+def test_a_server_down_event_from_the_stack_pauses_new_attempts(tmp_path):
+    folder, info, config = new_folder(tmp_path, Limits(max_tasks=8), concurrency=1)
+
+    class Restarts:
+        """Comes back after a while, like StackSupervisor.wait_until_ready after a restart."""
+
+        async def wait_until_ready(self, timeout: float) -> bool:
+            await asyncio.sleep(0.3)
+            return True
+
+    fake = FakeTasks(seconds=0.01, hook=lambda n: n == 3 and folder.event("down", "process exited", "vllm"))
+    end, _ = run(folder, info, config, fake, readiness=Restarts())
+    assert end.reason == "tasks"
+    events = list(read_rows(folder.path / "events.csv", EventRow))
+    kinds = [e.kind for e in events]
+    assert kinds.index("down") < kinds.index("pause") < kinds.index("unpause")
+    assert "vllm is down" in events[kinds.index("pause")].detail
+    paused, unpaused = events[kinds.index("pause")].at, events[kinds.index("unpause")].at
+    assert not [s for _, _, s in fake.started if paused < s < unpaused]
+    assert len(tasks_of(folder)) == 8
+
+
 def test_a_harness_bug_is_a_row_and_the_run_goes_on(tmp_path):
     folder, info, config = new_folder(tmp_path, Limits(max_tasks=6))
     end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "raise" if n == 2 else "pass"))
@@ -315,7 +337,7 @@ def test_resume_gets_the_remaining_time_of_the_duration(tmp_path):
     info.sessions.append(Session(session=0, pid=1, started_at=now - 1000, last_seen_at=now - 901))
     folder.write_info(info)
     folder.open()
-    runner = Runner(folder, info, config, make_tasks(), FakeTasks())
+    runner = Runner(folder, info, config, make_tasks(), FakeTasks(), readiness=Never())
     runner.begin()
     folder.close()
     assert runner.deadline_at == pytest.approx(time.time() + 1, abs=0.5)
