@@ -1,10 +1,12 @@
 """One OpenAI-compatible chat call: streamed, timed from the stream, retried in one place, tool calls judged."""
 
 import asyncio
+import json
 import os
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -106,10 +108,25 @@ def reasoning_exhausted(
     return not text and completion_tokens is not None and max_tokens is not None and completion_tokens >= max_tokens
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dict_or_fail(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 class _Collector:
-    """Accumulates one attempt's reply from stream chunks or a whole completion, with timestamps."""
+    """Accumulates one attempt's reply from SSE events or a whole completion (plain JSON), with timestamps."""
 
     def __init__(self) -> None:
+        self.started_at = time.time()
         self.start = time.perf_counter()
         self.first_byte: float | None = None
         self.first_token: float | None = None
@@ -118,67 +135,70 @@ class _Collector:
         self.reasoning: list[str] = []
         self.slots: dict[int, dict[str, str]] = {}
         self.finish: str | None = None
-        self.usage: Any = None
+        self.usage: dict[str, Any] | None = None
         self.server_tps: float | None = None
 
-    def chunk(self, chunk: Any) -> None:
-        now = time.perf_counter()
-        if self.first_byte is None:
-            self.first_byte = now
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        if not chunk.choices:
+    def sent(self) -> None:
+        """The request goes out now: the clock starts here, so client-side queueing is not counted as TTFT."""
+        self.started_at, self.start = time.time(), time.perf_counter()
+
+    def event(self, data: dict[str, Any], now: float) -> None:
+        """One chunk of a stream, taken at `now` (when its line arrived)."""
+        if "error" in data:
+            error = data["error"]
+            raise ValueError(f"error event in stream: {_dict(error).get('message') or error}")
+        if data.get("usage"):
+            self.usage = _dict(data["usage"])
+        choices = data.get("choices")
+        if not choices:
             return
-        choice = chunk.choices[0]
-        delta = choice.delta
+        choice = _dict(choices[0])
+        delta = _dict(choice.get("delta"))
         token = False
-        if delta.content:
-            self.content.append(delta.content)
+        if text := _text(delta.get("content")):
+            self.content.append(text)
             token = True
-        extra = delta.model_extra
-        if extra and (text := extra.get("reasoning") or extra.get("reasoning_content")):
+        if text := _text(delta.get("reasoning") or delta.get("reasoning_content")):
             self.reasoning.append(text)
             token = True
-        for call in delta.tool_calls or ():
+        for call in delta.get("tool_calls") or ():
             token = True
-            function = call.function
-            index = call.index
-            if index is None:  # Some servers omit it: a name opens a new call, a bare fragment continues the last.
-                index = len(self.slots) if function and function.name else max(len(self.slots) - 1, 0)
+            call, function = _dict(call), _dict(_dict(call).get("function"))
+            index = call.get("index")
+            if not isinstance(index, int):  # Some servers omit it: a name opens a call, a bare fragment continues one.
+                index = len(self.slots) if function.get("name") else max(len(self.slots) - 1, 0)
             slot = self.slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
-            if call.id:
-                slot["id"] = call.id
-            if function and function.name and not slot["name"]:
-                slot["name"] = function.name
-            if function and function.arguments:
-                slot["arguments"] += function.arguments
+            slot["id"] = _text(call.get("id")) or slot["id"]
+            slot["name"] = slot["name"] or _text(function.get("name"))
+            slot["arguments"] += _text(function.get("arguments"))
         if token:
             if self.first_token is None:
                 self.first_token = now
             self.last_token = now
-        if choice.finish_reason:
-            self.finish = choice.finish_reason
+        if choice.get("finish_reason"):
+            self.finish = str(choice["finish_reason"])
 
-    def completion(self, completion: Any) -> None:
+    def completion(self, data: dict[str, Any]) -> None:
+        """A whole (non-streamed) reply."""
         self.first_byte = time.perf_counter()
-        self.usage = completion.usage
-        timings = (completion.model_extra or {}).get("timings")
-        if isinstance(timings, dict) and timings.get("predicted_per_second"):
+        self.usage = _dict(data.get("usage")) or None
+        timings = _dict(data.get("timings"))
+        if isinstance(timings.get("predicted_per_second"), int | float):
             self.server_tps = float(timings["predicted_per_second"])
-        if not completion.choices:
-            return
-        choice = completion.choices[0]
-        message = choice.message
-        self.finish = choice.finish_reason
-        self.content.append(message.content or "")
-        extra = message.model_extra or {}
-        self.reasoning.append(extra.get("reasoning") or extra.get("reasoning_content") or "")
-        for index, call in enumerate(message.tool_calls or ()):
-            function = getattr(call, "function", None)
+        choices = data.get("choices")
+        if not choices:
+            raise ValueError("reply without choices")
+        choice = _dict(choices[0])
+        message = _dict(choice.get("message"))
+        self.finish = _text(choice.get("finish_reason")) or None
+        self.content.append(_text(message.get("content")))
+        self.reasoning.append(_text(message.get("reasoning") or message.get("reasoning_content")))
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = _dict(_dict(call).get("function"))
             self.slots[index] = {
-                "id": call.id or "",
-                "name": (function.name if function else "") or "",
-                "arguments": (function.arguments if function else "") or "",
+                "id": _text(_dict(call).get("id")),
+                "name": _text(function.get("name")),
+                "arguments": _text(function.get("arguments")),
             }
 
     def tool_calls(self) -> list[ToolCall]:
@@ -188,16 +208,16 @@ class _Collector:
         ]
 
     def usage_numbers(self) -> dict[str, int | None]:
-        usage = self.usage
-        if usage is None:
-            return {"prompt_tokens": None, "completion_tokens": None, "reasoning_tokens": None, "cached_tokens": None}
-        prompt_details = getattr(usage, "prompt_tokens_details", None)
-        completion_details = getattr(usage, "completion_tokens_details", None)
+        usage = self.usage or {}
+
+        def number(value: Any) -> int | None:
+            return value if isinstance(value, int) else None
+
         return {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "reasoning_tokens": getattr(completion_details, "reasoning_tokens", None),
-            "cached_tokens": getattr(prompt_details, "cached_tokens", None),
+            "prompt_tokens": number(usage.get("prompt_tokens")),
+            "completion_tokens": number(usage.get("completion_tokens")),
+            "reasoning_tokens": number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
+            "cached_tokens": number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
         }
 
 
@@ -211,6 +231,16 @@ class _Call:
     max_tokens: int
     context: CallContext
     on_row: Callable[[CallRow], None] | None
+
+
+_SENDING: ContextVar[_Collector | None] = ContextVar("soak_sending", default=None)
+
+
+async def _mark_sent(request: httpx2.Request) -> None:
+    """httpx2 request hook: runs in the calling task, right before the request is written."""
+    got = _SENDING.get()
+    if got is not None:
+        got.sent()
 
 
 def _throttler(calls_per_second: float) -> Throttler:
@@ -229,6 +259,7 @@ class ChatEndpoint:
         self.endpoint = endpoint
         self.stale_seconds = stale_seconds
         self._key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        http_client = http_client or openai.DefaultAsyncHttpxClient()
         self.client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=self._key or "EMPTY",
@@ -237,6 +268,7 @@ class ChatEndpoint:
             timeout=httpx2.Timeout(stale_seconds, connect=endpoint.connect_timeout_seconds),
             http_client=http_client,
         )
+        http_client.event_hooks["request"].append(_mark_sent)
         self._limit = asyncio.Semaphore(endpoint.max_concurrent_calls)
         self._throttle = _throttler(endpoint.calls_per_second)
 
@@ -294,32 +326,30 @@ class ChatEndpoint:
         return result.model_copy(update={"rows": rows})
 
     async def _attempt(self, call: _Call, attempt: int) -> CallResult:
-        started_at = time.time()
         got = _Collector()
+        sending = _SENDING.set(got)
         try:
             status, http_status, error = await self._send(call.request, got)
         except asyncio.CancelledError:
-            self._emit(call, got, started_at, attempt, "cancelled", None, "cancelled")
+            self._emit(call, got, attempt, "cancelled", None, "cancelled")
             raise
-        return self._emit(call, got, started_at, attempt, status, http_status, error)
+        finally:
+            _SENDING.reset(sending)
+        return self._emit(call, got, attempt, status, http_status, error)
 
     async def _send(self, request: dict[str, Any], got: _Collector) -> tuple[CallStatus, int | None, str]:
         """Run the request into `got`; return (status, http status, error text)."""
-        loop = asyncio.get_running_loop()
+        completions = self.client.chat.completions
         try:
             async with asyncio.timeout(self.stale_seconds) as watchdog:
                 if not self.endpoint.stream:
-                    got.completion(await self.client.chat.completions.create(**request))
+                    raw = await completions.with_raw_response.create(**request)
+                    got.completion(_dict_or_fail(json.loads(await raw.http_response.aread())))
                     return "ok", 200, ""
-                stream = await self.client.chat.completions.create(
+                async with completions.with_streaming_response.create(
                     **request, stream=True, stream_options={"include_usage": True}
-                )
-                try:
-                    async for chunk in stream:
-                        watchdog.reschedule(loop.time() + self.stale_seconds)
-                        got.chunk(chunk)
-                finally:
-                    await stream.close()
+                ) as response:
+                    await self._read_stream(response.http_response, got, watchdog)
         except TimeoutError:
             return "stalled", None, f"no byte for {self.stale_seconds:g} s"
         except openai.APITimeoutError as failure:
@@ -330,17 +360,33 @@ class ChatEndpoint:
             return "connection", None, f"{failure.message} {failure.__cause__!r}"
         except openai.APIStatusError as failure:
             return _status_of(failure), failure.status_code, failure.message
-        except openai.APIError as failure:
-            return "bad_response", None, f"error event in stream: {failure.message}"
+        except httpx2.TimeoutException:
+            return "stalled", None, f"read timeout after {self.stale_seconds:g} s"
+        except httpx2.TransportError as failure:
+            return "truncated", 200, f"stream cut: {failure!r}"
         except ValueError as failure:
-            return "bad_response", None, f"unreadable reply: {failure!r}"
+            return "bad_response", 200, f"unreadable reply: {failure}"
         if got.finish is None:
             return "truncated", 200, "stream ended without finish_reason"
         return "ok", 200, ""
 
+    async def _read_stream(self, response: httpx2.Response, got: _Collector, watchdog: asyncio.Timeout) -> None:
+        """Parse the SSE lines here: the SDK's per-chunk models cost ~30x the CPU and would skew the timings."""
+        loop = asyncio.get_running_loop()
+        async for line in response.aiter_lines():
+            now = time.perf_counter()
+            watchdog.reschedule(loop.time() + self.stale_seconds)
+            if got.first_byte is None:
+                got.first_byte = now
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            # Reading on past [DONE] to the end of the body keeps the connection reusable.
+            if payload != "[DONE]":
+                got.event(_dict_or_fail(json.loads(payload)), now)
+
     def _emit(
-        self, call: _Call, got: _Collector, started_at: float, attempt: int, status: CallStatus,
-        http_status: int | None, error: str,
+        self, call: _Call, got: _Collector, attempt: int, status: CallStatus, http_status: int | None, error: str
     ) -> CallResult:
         """Turn one attempt into its row (handed to `on_row` at once) and its result."""
         end = time.perf_counter()
@@ -366,7 +412,7 @@ class ChatEndpoint:
         row = CallRow(
             run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
             call_index=context.call_index + attempt - 1, attempt=attempt, role=call.role, endpoint=self.name,
-            model=self.endpoint.model, stream=self.endpoint.stream, started_at=started_at,
+            model=self.endpoint.model, stream=self.endpoint.stream, started_at=got.started_at,
             first_byte_s=since(got.first_byte), ttft_s=since(got.first_token), last_token_s=since(got.last_token),
             duration_s=end - got.start, decode_tps=decode_tps, max_tokens=call.max_tokens, finish_reason=finish,
             tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
