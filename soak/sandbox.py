@@ -52,6 +52,7 @@ SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 RUN_MARKER = "SOAK_SANDBOX_RUN"
 REPORT_NAME = ".soak_report.json"
 TAIL_LINES = 60
+COLLECT_TIMEOUT_SECONDS = 120
 ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 """Strongest first."""
 Outcome = Literal["pass", "fail", "timeout", "error"]
@@ -117,6 +118,8 @@ class Run:
     output: str = ""
     report: Report | None = None
     workspace: str = ""
+    running_test: str = ""
+    """The test pytest had started last, for runs that never finish."""
 
 
 class TaskBroken(Exception):
@@ -264,7 +267,8 @@ def signal_all(procs: list[psutil.Process], sig: int) -> None:
 
 def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Process]) -> None:
     """SIGKILL whatever is left of a run and wait for it: no process of a run outlives its verdict."""
-    procs = seen + processes(proc, token, kind)
+    # In a pid namespace a launcher that ended on its own leaves nothing behind: the kernel ends the namespace first.
+    procs = seen + processes(proc, token, kind) if kind == "session" or not exited(proc) else seen
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     signal_all(procs, signal.SIGKILL)
@@ -309,7 +313,7 @@ def launch(cmd: list[str], ws: Path, limits: Limits, timeout_s: float, kind: str
                 drain_until = now + 0.2
             if drain_until is not None and now >= drain_until:
                 break
-    seen = processes(proc, token, kind)
+    seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
     if run.timed_out or run.over_quota:
         signal_all(seen, signal.SIGTERM)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -353,7 +357,9 @@ def execute(task: TaskSpec, source: str, limits: Limits, kind: str, collect_only
                "-p", "no:cacheprovider", "-p", "soak.sandbox_plugin", f"--soak-report={report}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]
         readonly = [ws / name for name in task.tests] + [ws / "__pycache__"]
-        run = launch(wrap(kind, ws, readonly, cmd), ws, limits, task.test_timeout_seconds, kind)
+        # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
+        timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
+        run = launch(wrap(kind, ws, readonly, cmd), ws, limits, timeout, kind)
         run.workspace = str(ws)
         run.tests_changed = any(
             not (ws / name).is_file() or (ws / name).read_text(errors="replace") != text
@@ -362,6 +368,8 @@ def execute(task: TaskSpec, source: str, limits: Limits, kind: str, collect_only
         with contextlib.suppress(OSError, ValueError, ValidationError):
             if report.is_file() and report.stat().st_size < 16 * MiB:
                 run.report = Report.model_validate(json.loads(report.read_text()))
+        with contextlib.suppress(OSError, ValueError):
+            run.running_test = report.with_suffix(".current").read_text(errors="replace")[:300]
         return run
     finally:
         remove_tree(ws)
@@ -406,8 +414,9 @@ def verdict_of(run: Run, expected: tuple[str, ...]) -> Verdict:
                        error_tail=f"{body}\n{passed} of {total} tests passed")
 
     output_tail = relative(tail(run.output, 25), run.workspace)
+    during = f" (while running {run.running_test})" if run.running_test else " (while collecting the tests)"
     if run.timed_out:
-        return failed("Timeout", f"Timeout: the tests did not finish in time\n{output_tail}", "timeout")
+        return failed("Timeout", f"Timeout: the tests did not finish in time{during}\n{output_tail}", "timeout")
     if run.over_quota:
         return failed("DiskQuota", f"DiskQuota: the run wrote more files than its workspace may hold\n{output_tail}")
     if run.tests_changed:
@@ -417,7 +426,8 @@ def verdict_of(run: Run, expected: tuple[str, ...]) -> Verdict:
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return failed("CPULimit", f"CPULimit: a process used up its CPU seconds\n{output_tail}")
         kind = "MemoryError" if "MemoryError" in run.output[-4096:] else "Crash"
-        return failed(kind, f"{kind}: the test process ended (exit code {code}) before pytest finished\n{output_tail}")
+        return failed(kind, f"{kind}: the test process ended (exit code {code}) before pytest finished{during}\n"
+                      + output_tail)
     if report.collection_errors:
         first = report.collection_errors[0]
         return failed(first["kind"], f"ERROR collecting {first['nodeid']}\n{first['tail']}")

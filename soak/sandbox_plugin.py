@@ -1,7 +1,8 @@
 """Pytest plugin loaded inside the sandbox: a JSON report of what ran, so the harness never judges by exit codes alone.
 
 The harness loads it with `-p soak.sandbox_plugin --soak-report PATH`. It records the collected node ids, which tests
-passed or failed, the first failure's exception type and traceback text, and collection errors.
+passed or failed, the first failure's exception type and traceback text, and collection errors; and, in a file next
+to the report, the test running right now.
 """
 
 import errno
@@ -90,6 +91,10 @@ class Recorder:
         elif report.when == "call" and report.passed:
             self.passed.add(item.nodeid)
         return report
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        # Named in the verdict when the run times out or dies in the middle of a test.
+        self.path.with_suffix(".current").write_text(nodeid)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = [item.nodeid for item in session.items]

@@ -132,6 +132,8 @@ TWO_TESTS = {"test_solution.py": """
         assert double(3) == 6
     """}
 DOUBLE = make_task(TWO_TESTS, "def double(x):\n    return 2 * x\n", task_id="double")
+PROBE = make_task({"test_solution.py": "from solution import probe\n\ndef test_probe():\n    assert probe() == 'ok'\n"},
+                  "def probe():\n    return 'ok'\n", task_id="probe")
 
 
 def test_exit_zero_on_import_is_not_a_pass():
@@ -281,10 +283,15 @@ def test_wall_timeout_kills_processes_that_ignore_sigterm(kind):
     assert not marker_alive(marker)
 
 
+def test_timeout_names_the_running_test():
+    task = PROBE.model_copy(update={"test_timeout_seconds": 1.0})
+    verdict = judge(task, "def probe():\n    while True:\n        pass\n")
+    assert (verdict.outcome, verdict.error_kind) == ("timeout", "Timeout")
+    assert "while running test_solution.py::test_probe" in verdict.error_tail
+
+
 # --- resources ------------------------------------------------------------------------------------------------------
 
-PROBE = make_task({"test_solution.py": "from solution import probe\n\ndef test_probe():\n    assert probe() == 'ok'\n"},
-                  "def probe():\n    return 'ok'\n", task_id="probe")
 
 
 def test_memory_bomb_ends_as_a_failed_run():
