@@ -161,7 +161,7 @@ def live_view(stats: RunStats, console: Console) -> Live:
         def __rich__(self) -> Group:
             return stats.render()
 
-    return Live(Renderable(), console=console, refresh_per_second=2, transient=False)
+    return Live(Renderable(), console=console, refresh_per_second=2, transient=True)
 
 
 def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:

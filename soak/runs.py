@@ -137,14 +137,14 @@ def new_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[Task
         config, stack_info = embed_default_stack(config)
     for role in ("coder",) if config.mode == "direct" else ("orchestrator", "coder"):
         config.endpoint_for(role)
-    routing = load_routing_dict(opts.routing)
-    tasks = select_tasks(config, routing)
     run_id = opts.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     if not RUN_ID.match(run_id):
         raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
     folder = RunFolder(data_dir() / run_id)
     if folder.path.exists():
         raise BadInput(f"run {run_id} already exists in {folder.path.parent}; continue it with --resume {run_id}")
+    routing = load_routing_dict(opts.routing)
+    tasks = select_tasks(config, routing)
     info = RunInfo(
         run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
         limits=limits, routing=routing, stack=stack_info, versions=versions(),
@@ -172,6 +172,7 @@ def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[T
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(folder.info_path), error)) from None
     limits = opts.limits()
+    tasks = select_tasks(config, info.routing)
     if limits is not None:
         done = sum(row.outcome != "cancelled" for row in read_rows(folder.path / "tasks.csv", TaskRow))
         info.limits = Limits(
@@ -179,7 +180,7 @@ def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[T
             max_tasks=None if limits.max_tasks is None else done + limits.max_tasks,
         )
         folder.write_info(info)
-    return folder, info, config, select_tasks(config, info.routing)
+    return folder, info, config, tasks
 
 
 def find_run(run_id: str | None) -> RunFolder:

@@ -12,8 +12,9 @@ import psutil
 from rich.console import Console
 
 from soak.config import SoakConfig
+from soak.errors import BadInput
 from soak.progress import QuietLines, RunStats, live_view, summary
-from soak.record import RunFolder, RunInfo, TaskRow
+from soak.record import RunFolder, RunInfo, TaskRow, write_json_atomic
 from soak.runner import Attempt, Readiness, RunEnd, Runner, TaskFn
 from soak.tasks import TaskSpec
 
@@ -113,6 +114,8 @@ def execute(
         return asyncio.run(
             session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge)
         )
+    except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
+        return RunEnd("signal", "interrupted while starting")
     finally:
         (folder.path / PID_FILE).unlink(missing_ok=True)
         folder.close()
@@ -127,17 +130,22 @@ async def session(
 
     stats = RunStats.from_folder(folder.path, info)
     folder.listeners.append(stats)
-    if quiet or not console.is_terminal:
+    lines = quiet or not console.is_terminal
+    if lines:
         folder.listeners.append(QuietLines(stats, console))
     async with AsyncExitStack() as cleanup:
         if metrics_port is not None:
             from soak.exporter import RunExporter
 
             exporter = RunExporter(info.run_id)
-            exporter.serve(metrics_port)
+            try:
+                exporter.serve(metrics_port)
+            except OSError as error:
+                raise BadInput(f"--metrics-port {metrics_port}: {error.strerror or error}") from None
             cleanup.callback(exporter.close)
             folder.listeners.append(exporter)
-        probe = EndpointProbe([e.base_url for e in config.endpoints.values()],
+        roles = ["coder"] if config.mode == "direct" else ["orchestrator", "coder"]
+        probe = EndpointProbe([config.endpoint_for(role).base_url for role in roles],
                               config.error_budget.probe_interval_seconds)
         readiness: Readiness = probe
         supervisor = None
@@ -164,7 +172,7 @@ async def session(
             task_fn = agent
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached)
         stats.in_flight = lambda: {key: flight.started_at for key, flight in runner.in_flight.items()}
-        with nullcontext() if quiet or not console.is_terminal else live_view(stats, console):
+        with nullcontext() if lines else live_view(stats, console):
             end = await runner.run()
     console.print(summary(stats, folder.path, end.reason, end.detail))
     return end
@@ -178,7 +186,7 @@ async def cancel_all(jobs: list[asyncio.Task]) -> None:
 
 def write_pid(folder: RunFolder) -> None:
     me = psutil.Process()
-    (folder.path / PID_FILE).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    write_json_atomic(folder.path / PID_FILE, json.dumps({"pid": me.pid, "create_time": me.create_time()}))
 
 
 def read_pid(folder: RunFolder) -> int | None:

@@ -631,8 +631,25 @@ def test_resume_refuses_config_flags_and_a_second_start_of_the_same_id(tmp_path,
     folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=1), run_id="r")
     result = invoke("run", "--resume", "r", "--concurrency", "3")
     assert result.exit_code == 2 and "--concurrency" in result.output
-    result = invoke("run", "--run-id", "r", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    result = invoke("run", "--run-id", "r", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--suite",
+                    write_bank(tmp_path / "bank", 1))
     assert result.exit_code == 2 and "--resume r" in result.output
+
+
+def test_resume_with_new_limits_counts_them_from_now(tmp_path, monkeypatch):
+    from soak.runs import RunOptions, reopen_run
+
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    suite = write_bank(tmp_path / "bank", 3)
+    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=3), run_id="r", suite=suite)
+    run(folder, info, config, FakeTasks())
+    folder, info, config, tasks = reopen_run(RunOptions(resume="r", tasks=2))
+    assert info.limits == Limits(max_tasks=5)
+    run(folder, info, config, FakeTasks(), tasks=tasks)
+    assert len(tasks_of(folder)) == 5
+    folder, info, config, tasks = reopen_run(RunOptions(resume="r", minutes=1))
+    assert info.limits.duration_seconds == pytest.approx(info.active_seconds + 60)
+    assert folder.read_info().limits == info.limits  # written for a detached child to read
 
 
 def test_status_and_runs_read_the_folders(tmp_path, monkeypatch):
