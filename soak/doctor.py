@@ -8,8 +8,8 @@ import httpx2
 import openai
 
 from soak.config import Endpoint, SoakConfig
-from soak.gate import Probe, gate_prefix_twin
-from soak.llm import ChatEndpoint
+from soak.gate import Probe, run_gates
+from soak.llm import TOOL_TEXT, ChatEndpoint
 from soak.monitor import fetch_server_metrics
 from soak.stack import metrics_url_for
 from soak.tools import CODER_TOOLS
@@ -18,7 +18,7 @@ TOOL_PROMPT = [
     {"role": "system", "content": "You write files with the write_file tool. Always call the tool."},
     {"role": "user", "content": "Call write_file with path \"hello.py\" and content \"print('hi')\". Nothing else."},
 ]
-BAD = ("mangled_name", "bad_json", "unknown_tool", "path_escape", "missing")
+BAD = ("mangled_name", "bad_json", "unknown_tool", "path_escape", "missing", "as_text")
 
 
 @dataclass
@@ -57,7 +57,12 @@ async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: 
         verdicts: Counter = Counter()
         for _ in range(tries):
             result = await chat.chat(TOOL_PROMPT, tools=CODER_TOOLS, role="probe", max_tokens=200)
-            verdicts[result.integrity if result.ok else f"error:{result.status}"] += 1
+            if not result.ok:
+                verdicts[f"error:{result.status}"] += 1
+            elif result.integrity == "none" and TOOL_TEXT.search(result.content):
+                verdicts["as_text"] += 1  # the server's parser left the tool call in the content
+            else:
+                verdicts[result.integrity] += 1
         return verdicts
     finally:
         await chat.close()
@@ -133,7 +138,8 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
             findings.append(Finding("reasoning", "field present" if thinking.reasoning else "none seen"))
         url = metrics_url_for(config.stack, endpoint.base_url)
         findings.append(await metrics_engine(url))
-        twin = await gate_prefix_twin(Probe(chat, url), tokens=600)
+        small = config.gates.model_copy(update={"twin_tokens": 600})
+        (twin,) = await run_gates(Probe(chat, url), ["prefix-twin"], small, None)
         cached = twin.measured is not None and twin.passed
         findings.append(Finding("prefix caching", twin.line().split("  ", 1)[1].strip(), cached,
                                 "" if cached else "no prefix-cache hits observed: enable prefix caching "

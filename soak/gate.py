@@ -27,6 +27,10 @@ HIT_COUNTERS = {
 }
 
 
+class ProbeFailed(Exception):
+    """A probe call did not succeed; the gate fails with this reason rather than passing silently."""
+
+
 class GateResult(BaseModel):
     name: str
     measured: float | None
@@ -64,7 +68,7 @@ class Probe:
     async def ask(self, messages: list[dict[str, Any]], max_tokens: int = 1) -> CallResult:
         result = await self.chat.chat(messages, role="probe", max_tokens=max_tokens)
         if not result.ok:
-            raise BadInput(f"{self.chat.endpoint.base_url}: probe call failed ({result.status}: {result.error})")
+            raise ProbeFailed(f"probe call failed ({result.status}: {result.error})")
         return result
 
     async def prompt_of(self, tokens: int, seed: str) -> str:
@@ -73,7 +77,7 @@ class Probe:
             calibration = await self.ask([{"role": "user", "content": filler(400, "calibrate-" + seed)}])
             reported = calibration.rows[-1].prompt_tokens
             if not reported:
-                raise BadInput(f"{self.chat.endpoint.base_url} reports no usage: prompt sizes cannot be verified")
+                raise ProbeFailed("the server reports no usage: prompt sizes cannot be verified")
             self.tokens_per_word = reported / 400
         return filler(max(1, int(tokens / self.tokens_per_word)), seed)
 
@@ -128,10 +132,13 @@ async def gate_long_prompt(probe: Probe, tokens: int = 120_000, limit_seconds: f
     )
 
 
+UNITS = {"prefill": ("tok/s", True), "long-prompt": ("s", False)}
+
+
 def unmeasurable(name: str, threshold: float, why: str) -> GateResult:
-    return GateResult(
-        name=name, measured=None, threshold=threshold, unit="hit rate", detail=f"cannot be measured: {why}"
-    )
+    unit, higher = UNITS.get(name, ("hit rate", True))
+    return GateResult(name=name, measured=None, threshold=threshold, unit=unit, higher_is_better=higher,
+                      detail=f"cannot be measured: {why}")
 
 
 async def hit_rate_of(probe: Probe, turns: list[list[dict[str, Any]]], name: str, threshold: float) -> GateResult:
@@ -190,23 +197,31 @@ def latest_transcript(runs_root: Path) -> Path | None:
     return None
 
 
+async def run_gate(probe: Probe, name: str, gates: Gates, transcript: Path | None) -> GateResult:
+    if name == "prefill":
+        threshold = gates.prefill_min_tokens_per_second
+        return await gate_prefill(probe, gates.prefill_tokens, gates.prefill_prompts, threshold)
+    if name == "long-prompt":
+        return await gate_long_prompt(probe, gates.long_prompt_tokens, gates.long_prompt_max_seconds)
+    if name == "prefix-twin":
+        return await gate_prefix_twin(probe, gates.twin_tokens, gates.min_prefix_hit_rate)
+    if transcript is None:
+        return unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)")
+    return await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate)
+
+
+THRESHOLDS = {"prefill": "prefill_min_tokens_per_second", "long-prompt": "long_prompt_max_seconds",
+              "prefix-twin": "min_prefix_hit_rate", "prefix-replay": "min_prefix_hit_rate"}
+
+
 async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Path | None) -> list[GateResult]:
+    """Each gate in turn; one whose probe fails is a FAIL with the reason, and the others still run."""
     results = []
     for name in names:
-        if name == "prefill":
-            results.append(
-                await gate_prefill(
-                    probe, gates.prefill_tokens, gates.prefill_prompts, gates.prefill_min_tokens_per_second
-                )
-            )
-        elif name == "long-prompt":
-            results.append(await gate_long_prompt(probe, gates.long_prompt_tokens, gates.long_prompt_max_seconds))
-        elif name == "prefix-twin":
-            results.append(await gate_prefix_twin(probe, gates.twin_tokens, gates.min_prefix_hit_rate))
-        elif transcript is None:
-            results.append(unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)"))
-        else:
-            results.append(await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate))
+        try:
+            results.append(await run_gate(probe, name, gates, transcript))
+        except ProbeFailed as failure:
+            results.append(unmeasurable(name, getattr(gates, THRESHOLDS[name]), str(failure)))
     return results
 
 
@@ -228,8 +243,7 @@ def run_gate_command(
         key = {"prefill": "prefill_tokens", "long-prompt": "long_prompt_tokens", "prefix-twin": "twin_tokens"}
         overrides[key.get(name, "twin_tokens")] = tokens
     if threshold is not None:
-        key = {"prefill": "prefill_min_tokens_per_second", "long-prompt": "long_prompt_max_seconds"}
-        overrides[key.get(name, "min_prefix_hit_rate")] = threshold
+        overrides[THRESHOLDS.get(name, "min_prefix_hit_rate")] = threshold
     gates = gates.model_copy(update=overrides)
     names = all_names if name == "all" else [name]
     if "prefix-replay" in names and transcript is None and name == "all":
