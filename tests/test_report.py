@@ -155,7 +155,7 @@ def test_headline_counts_restarts_mangled_calls_and_pass_at_round(night: Path) -
     passed = run.tasks[run.tasks["outcome"] == "pass"]
     assert head["pass_at_round_1"] == pytest.approx((passed["rounds"] == 1).sum() / head["model_attempts"])
     assert head["pass_at_round_2"] == pytest.approx(head["pass_rate"])
-    assert any(line.startswith("memory flat: +") for line in head["verdicts"])
+    assert head["memory_flat"] is True and any(line.startswith("memory flat: +") for line in head["verdicts"])
     assert "self-healing fired 2 times" in " ".join(head["verdicts"])
 
 
@@ -163,8 +163,10 @@ def test_memory_verdict_says_grew_past_the_threshold() -> None:
     frame = pd.DataFrame([SampleRow(run_id="r", at=t * 60.0, source="host", metric=m, value=v).model_dump()
                           for t in range(100) for m, v in [("mem_available_bytes", 8 * 2**30 - t * 20 * 2**20),
                                                            ("mem_total_bytes", 16 * 2**30)]])
-    verdict = agg.memory_verdict(series.memory_trend(frame), frame)
-    assert verdict is not None and verdict.startswith("memory grew: +1800 MB over 1.6 h")
+    flat, line = agg.memory_verdict(series.memory_trend(frame), frame)
+    assert flat is False and line.startswith("memory grew: +1800 MB over 1.6 h")
+    short = frame[frame["at"] < 600]
+    assert agg.memory_verdict(series.memory_trend(short), short)[0] is None
 
 
 # --- rendering --------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from soak.report.load import Run
 
 OUTCOMES = list(get_args(Outcome))
 TOOL_VERDICTS_OK = ("ok", "none")
+MEMORY_VERDICT_HOURS = 0.5
+"""Below this the host's own noise (other processes, page cache) outweighs any trend of the stack."""
 STACK_EVENTS = ("restart", "down", "up", "health_fail", "pause", "unpause", "error_budget", "signal", "resume",
                 "server_start", "server_ready", "server_stop")
 
@@ -256,32 +258,35 @@ def headline(run: Run, k: float = 3.0) -> dict[str, Any]:
         "memory": {row["series"]: {"growth_mb": row["growth_mb"], "hours": row["hours"]}
                    for row in memory.to_dict("records")},
     }
-    figures["verdicts"] = verdicts(figures, memory, run.samples)
+    figures["memory_flat"], memory_line = memory_verdict(memory, run.samples)
+    figures["verdicts"] = verdicts(figures, memory_line)
     return jsonable(figures)
 
 
-def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> str | None:
-    """Host MemAvailable if sampled, else harness RSS; flat means under max(256 MB, 2 % of RAM)."""
+def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> tuple[bool | None, str]:
+    """(flat?, line) from host MemAvailable if sampled, else harness RSS; flat = grew < max(256 MB, 2 % of RAM)."""
     preferred = memory[memory["series"] == "host MemAvailable"]
     if preferred.empty:
         preferred = memory[memory["series"] == "harness RSS"]
     if preferred.empty:
-        return None
+        return None, "memory: no samples"
     row = preferred.iloc[0]
     total = series.summed(samples, "host", "mem_total_bytes")["value"].max()
     limit_mb = max(256.0, 0.02 * total / 2**20) if pd.notna(total) else 256.0
-    word = "flat" if row["growth_mb"] <= limit_mb else "grew"
-    return f"memory {word}: {row['growth_mb']:+.0f} MB over {span_text(row['hours'] * 3600)} ({row['series']})"
+    change = f"{row['growth_mb']:+.0f} MB over {span_text(row['hours'] * 3600)} ({row['series']}"
+    if row["hours"] < MEMORY_VERDICT_HOURS:
+        return None, f"memory: {change}; too short a run to judge a trend)"
+    flat = bool(row["growth_mb"] <= limit_mb)
+    return flat, f"memory {'flat' if flat else 'grew'}: {change})"
 
 
-def verdicts(h: dict[str, Any], memory: pd.DataFrame, samples: pd.DataFrame) -> list[str]:
+def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     lines = []
     if h["running"]:
         lines.append("run not ended (still going, or interrupted: see the last heartbeat): figures so far")
     if h["sessions"] > 1:
         lines.append(f"resumed {h['sessions'] - 1} times")
-    mem = memory_verdict(memory, samples)
-    lines.append(mem or "memory: no samples")
+    lines.append(memory_line)
     lines.append(f"self-healing fired {h['restarts']} times ({h['downs']} down, {h['health_fails']} health failures)")
     lines.append(f"mangled tool calls: {h['mangled_tool_calls']} of {h['calls']} calls")
     lines.append(f"reasoning ate the budget: {h['reasoning_exhausted']} calls")
