@@ -135,11 +135,13 @@ def wrap(kind: str, ws: Path, readonly: list[Path], cmd: list[str]) -> list[str]
         ro = [arg for path in readonly for arg in ("--ro-bind", str(path), str(path))]
         return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *ro, "--proc", "/proc", "--dev", "/dev",
                 "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
+    # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
+    # is the namespace's pid 1, so pytest keeps ordinary signal semantics (SIGTERM, SIGXCPU).
+    shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
     if kind in ("unshare", "unshare-user"):
         user = ["--map-root-user"] if kind == "unshare-user" else []
-        return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--", *cmd]
-    # A shell in between, so a solution that kills its parent hits the shell, never the harness.
-    return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
+        return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--", *shell]
+    return shell
 
 
 def works(kind: str) -> bool:
@@ -313,15 +315,15 @@ def launch(cmd: list[str], ws: Path, limits: Limits, timeout_s: float, kind: str
                 drain_until = now + 0.2
             if drain_until is not None and now >= drain_until:
                 break
+    if not (run.timed_out or run.over_quota):
+        wait_exit(proc, deadline - time.monotonic())
+        run.timed_out = not exited(proc)
     seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
     if run.timed_out or run.over_quota:
         signal_all(seen, signal.SIGTERM)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
-    else:
-        wait_exit(proc, deadline - time.monotonic())
-        run.timed_out = not exited(proc)
     finish(proc, token, kind, seen)
     stdout.close()
     run.returncode, run.duration_s, run.output = proc.returncode, time.monotonic() - started, out.text()

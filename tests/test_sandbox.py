@@ -301,6 +301,11 @@ def test_memory_bomb_ends_as_a_failed_run():
     assert (verdict.outcome, verdict.error_kind) == ("fail", "MemoryError")
 
 
+def test_cpu_burner_hits_the_cpu_limit():
+    verdict = judge(PROBE, "def probe():\n    while True:\n        pass\n", limits=Limits(cpu_seconds=1))
+    assert (verdict.outcome, verdict.error_kind) == ("fail", "CPULimit")
+
+
 def test_disk_bomb_in_one_file_hits_the_file_size_limit():
     task = PROBE
     source = "def probe():\n    with open('big', 'wb') as f:\n        while True:\n            f.write(bytes(65536))\n"
