@@ -177,6 +177,7 @@ def test_render_escapes_run_text_and_stays_offline(night: Path, tmp_path: Path) 
     html = out.read_text()
     assert "<script" not in html.lower() and "<b>not bold</b>" not in html
     assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
+    assert "the call in the transcript" in html and "write_file(path=" in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html) and "url(" not in html
     assert html.count('src="data:image/png;base64,') >= 10
     for name in ("Task durations", "Delegation counters", "Per problem", "Timeline", "Server",

@@ -6,7 +6,7 @@ import pandas as pd
 
 from soak.report import aggregate as agg
 from soak.report import charts, series
-from soak.report.load import Run
+from soak.report.load import Run, broken_tool_calls
 
 TABLE_ROWS = 200
 """Longest table shown in full; the rest is counted, not listed."""
@@ -78,6 +78,21 @@ def server_charts(run: Run, clock: charts.Clock) -> dict[str, str]:
     }
 
 
+def mangled_with_excerpts(run: Run) -> list[dict[str, Any]]:
+    """The first broken calls, each with the raw tool call from its task's transcript when one was kept."""
+    examples = records(agg.mangled_examples(run.calls))
+    seen: dict[tuple[str, int], int] = {}
+    for example in examples:
+        example["raw"] = ""
+        if example["integrity"] not in ("mangled_name", "bad_json", "unknown_tool"):
+            continue
+        key = (str(example["task_id"]), int(example["cycle"] or 0))
+        raw = broken_tool_calls(run.path, *key)
+        example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""
+        seen[key] = seen.get(key, 0) + 1
+    return examples
+
+
 def run_view(run: Run, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
@@ -111,7 +126,7 @@ def run_view(run: Run, k: float) -> dict[str, Any]:
             "counts": records(agg.integrity_counts(run.calls)),
             "chart": charts.chart(charts.plot_integrity, agg.integrity_over_time(run.calls, start, clock.width), clock,
                                   size=(10, 3)),
-            "examples": records(agg.mangled_examples(run.calls)),
+            "examples": mangled_with_excerpts(run),
         },
         "errors": {
             "kinds": records(agg.error_kinds(tasks)), "calls": records(agg.call_errors(run.calls)),

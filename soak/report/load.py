@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from soak.errors import BadInput
 from soak.paths import data_dir
 from soak.record import CallRow, EventRow, SampleRow, TaskRow, complete_length
+from soak.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS
 
 TABLES: dict[str, type[BaseModel]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
@@ -134,6 +135,40 @@ def load_run(path: Path) -> Run:
         frame.sort_values(time_column, inplace=True, kind="stable", ignore_index=True)
     run_id = str(meta.get("run_id") or path.name)
     return Run(path=path, run_id=run_id, meta=meta, notes=notes, **tables)
+
+
+TOOL_NAMES = {tool["function"]["name"] for tool in [*ORCHESTRATOR_TOOLS, *CODER_TOOLS]}
+EXCERPT_CHARS = 1200
+
+
+def _broken(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or function.get("name") not in TOOL_NAMES:
+        return True
+    try:
+        return not isinstance(json.loads(function.get("arguments") or ""), dict)
+    except (json.JSONDecodeError, TypeError):
+        return True
+
+
+def broken_tool_calls(run_path: Path, task_id: str, cycle: int) -> list[str]:
+    """Raw tool calls in a task's transcript with an unknown name or arguments that are not a JSON object."""
+    path = run_path / "work" / task_id / str(cycle) / "transcript.jsonl"
+    found: list[str] = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if _broken(call):
+                found.append(json.dumps(call.get("function", call), ensure_ascii=False)[:EXCERPT_CHARS])
+    return found
 
 
 def list_runs(root: Path | None = None) -> list[Path]:

@@ -1,5 +1,6 @@
 """Synthetic run folders written through the row models: report tests, the scale benchmark and demos."""
 
+import json
 import math
 import random
 from collections.abc import Iterable
@@ -14,6 +15,9 @@ PROBLEMS = [
     "markdown-table", "cron-parser", "trie-autocomplete", "dijkstra",
 ]
 BAD_JSON = 'Expecting value: line 1 column 12 (char 11) <tool_call>{"name": write_file'
+HOSTILE_CODE = "print('<script>alert(1)</script>')"
+TRANSCRIPTS = 40
+"""Tasks that get a transcript of their broken tool calls (the report shows the first few)."""
 HOSTILE_TAIL = "AssertionError: got '<script>alert(\"pwned\")</script>' & friends\n</pre><b>not bold</b>"
 
 
@@ -65,11 +69,17 @@ def build_run(
         tail = HOSTILE_TAIL if hostile and outcome == "fail" else (
             f"test_solution.py:{10 + i % 7}: in test_case\n    assert solve() == {i % 5}\n{kind}" if kind else "")
         mangled = exhausted = 0
+        broken: list[dict[str, str]] = []
         for c in range(n_calls):
             role = "orchestrator" if c % 3 == 0 else "coder"
             at = started + c * duration / n_calls
             verdict = rng.choices(["ok", "none", "mangled_name", "bad_json"], [70, 25, 3, 2])[0]
             mangled += verdict in ("mangled_name", "bad_json")
+            name = "delegate" if role == "orchestrator" else "write_file"
+            if verdict == "mangled_name":
+                name = f'write_file(path="solution.py", content="{HOSTILE_CODE if hostile else "def solve(): ..."}")'
+            if verdict in ("mangled_name", "bad_json"):
+                broken.append({"name": name, "arguments": "" if verdict == "mangled_name" else '{"path": solution.py'})
             ran_out = rng.random() < 0.01
             exhausted += ran_out
             status = "connection" if outcome == "infra_error" and c == n_calls - 1 else "ok"
@@ -81,10 +91,17 @@ def build_run(
                 prompt_tokens=rng.randint(800, 6000), completion_tokens=rng.randint(50, 900),
                 reasoning_tokens=rng.randint(0, 300), cached_tokens=rng.randint(0, 800), max_tokens=2048,
                 finish_reason="length" if ran_out else "tool_calls", tool_calls=int(verdict != "none"),
-                tool_names="delegate" if role == "orchestrator" else "write_file", integrity=verdict,
+                tool_names=name, integrity=verdict,
                 reasoning_exhausted=ran_out, status=status,
                 error=(HOSTILE_TAIL if hostile else BAD_JSON) if verdict == "bad_json" else "",
             ))
+        if broken and i < TRANSCRIPTS:
+            work = folder / "work" / problem / str(i // len(PROBLEMS))
+            work.mkdir(parents=True, exist_ok=True)
+            lines = [{"role": "assistant", "content": None, "thread": "coder-1", "round": 1,
+                      "tool_calls": [{"id": f"call-{n}", "type": "function", "function": f}]}
+                     for n, f in enumerate(broken)]
+            (work / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
         orchestrator_calls = sum(1 for c in range(n_calls) if c % 3 == 0)
         task_rows.append(TaskRow(
             run_id=run_id, cycle=i // len(PROBLEMS), task_id=problem, suite="builtin", route="coder-only" if
