@@ -6,7 +6,8 @@ configures pytest. Isolation is the best the host offers, probed once per proces
 
 - `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a read-only root, only the workspace writable
   (its test files and `__pycache__` bound read-only), a new session, and death with the harness.
-- `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace).
+- `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace), a shell as the
+  namespace's pid 1.
 - `session`: a plain new session behind a shell, killed by group and by a per-run environment marker; the harness
   still never is the parent nor in the group of untrusted code, but writes and network are not contained.
 
@@ -21,6 +22,7 @@ cannot be fully excluded; the count check against the trusted collection and the
 """
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -56,6 +58,8 @@ COLLECT_TIMEOUT_SECONDS = 120
 ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 """Strongest first."""
 Outcome = Literal["pass", "fail", "timeout", "error"]
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
 
 
 class Limits(BaseModel):
@@ -180,6 +184,8 @@ def rlimit_setter(limits: Limits, cpu_seconds: int):
     ]
 
     def apply() -> None:
+        # The launcher dies with the harness (bwrap and unshare then take the whole namespace down with them).
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for which, value in wanted:
             _, hard = resource.getrlimit(which)
             # CPU: SIGXCPU at the soft limit, SIGKILL a few seconds later for processes that catch it.
