@@ -2,7 +2,9 @@
 error feeds a revision; each budget ends the task with its own outcome instead of an exception.
 
 `workdir/transcript.jsonl` holds every chat message of the task, one per line, with two extra keys: `thread`
-("orchestrator", "coder-<n>" or "direct") and `round`; strip them before replaying a thread.
+("orchestrator", "coder-<n>" or "direct") and `round`; strip them before replaying a thread. Assistant messages are
+kept as the model wrote them (raw tool-call arguments, plus `reasoning` when there was any); the copy sent back to
+the server has unparseable arguments replaced by {}.
 """
 
 import asyncio
@@ -322,7 +324,8 @@ class _TaskLoop:
         )
         if not result.ok:
             raise InfraFailure(f"{role} call failed after {len(result.rows)} attempt(s): {result.error}", result.status)
-        messages.append(self._log(result.message()))
+        messages.append(result.message())
+        self._log(result.message(raw=True))
         if self.completion_tokens >= self.budgets.max_completion_tokens:
             raise TokenCap(f"completion token budget of {self.budgets.max_completion_tokens} spent")
         return result

@@ -55,8 +55,9 @@ class CallResult(BaseModel):
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def message(self) -> dict[str, Any]:
-        """The assistant message to send back; unparseable arguments become {} so templates can render them."""
+    def message(self, raw: bool = False) -> dict[str, Any]:
+        """The assistant message to send back, where unparseable arguments become {} so chat templates can render
+        them; `raw` keeps the arguments as the model wrote them (and its reasoning), for the transcript."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["content"] = self.content or None
@@ -64,10 +65,15 @@ class CallResult(BaseModel):
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments if call.args() is not None else "{}"},
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.arguments if raw or call.args() is not None else "{}",
+                    },
                 }
                 for call in self.tool_calls
             ]
+        if raw and self.reasoning:
+            message["reasoning"] = self.reasoning
         return message
 
 
@@ -373,9 +379,15 @@ class ChatEndpoint:
     async def _read_stream(self, response: httpx2.Response, got: _Collector, watchdog: asyncio.Timeout) -> None:
         """Parse the SSE lines here: the SDK's per-chunk models cost ~30x the CPU and would skew the timings."""
         loop = asyncio.get_running_loop()
+        # Re-arming the watchdog on every line costs more than parsing it; re-arm at most every 5 % of the window
+        # and add that 5 % to it, so a stream is aborted after stale_seconds to 1.05 x stale_seconds of silence.
+        slack = self.stale_seconds / 20
+        rearm = 0.0
         async for line in response.aiter_lines():
             now = time.perf_counter()
-            watchdog.reschedule(loop.time() + self.stale_seconds)
+            if (clock := loop.time()) >= rearm:
+                watchdog.reschedule(clock + self.stale_seconds + slack)
+                rearm = clock + slack
             if got.first_byte is None:
                 got.first_byte = now
             if not line.startswith("data:"):

@@ -17,6 +17,7 @@ from soak.record import CallRow, TaskRow
 from soak.sim import SimServer
 from soak.sim_scenario import Scenario
 from soak.tasks import TaskSpec, find_task
+from soak.tools import CODER_TOOLS, ToolCall, required_params, verdict_of
 
 TASK = "word-frequency"
 
@@ -177,6 +178,10 @@ def test_bad_tool_calls_are_answered_and_counted(task: TaskSpec, sim: SimServer,
     assert [c.integrity for c in result.calls if c.integrity not in ("ok", "none")] == [verdict]
     refusal = [line for line in result.transcript() if line["role"] == "tool"][0]
     assert refusal["content"].startswith("error:")
+    # The transcript keeps the broken call as the model wrote it.
+    written = [call["function"] for line in result.transcript() for call in line.get("tool_calls", [])]
+    required = required_params(CODER_TOOLS)
+    assert verdict in [verdict_of(ToolCall(id="", **function), required) for function in written]
     assert_ground_truth(result, sim)
 
 
