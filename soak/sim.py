@@ -86,6 +86,7 @@ class SimServer:
         """Keeps the request count across process restarts, so scheduled faults fire once per night."""
         self.base_url = ""
         self.requests = 0
+        self.by_role = {"orchestrator": 0, "coder": 0, "chat": 0}
         self.probes = {path: 0 for path in PROBE_FAULT}
         self.crashed = False
         self.started_at = time.time()
@@ -117,7 +118,8 @@ class SimServer:
         if self.running:
             return self.base_url
         if self.state_file and self.state_file.is_file():
-            self.requests = json.loads(self.state_file.read_text()).get("requests", 0)
+            state = json.loads(self.state_file.read_text())
+            self.requests, self.by_role = state["requests"], state["by_role"]
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # With proto=0 asyncio skips TCP_NODELAY on accepted sockets, and Nagle adds ~40 ms to every response.
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -161,16 +163,23 @@ class SimServer:
 
     def save_state(self) -> None:
         if self.state_file:
-            self.state_file.write_text(json.dumps({"requests": self.requests}))
+            self.state_file.write_text(json.dumps({"requests": self.requests, "by_role": self.by_role}))
 
     def fired(self, n: int, role: str, rng: random.Random, kinds: set[str] | None = None) -> list[Fault]:
-        """Faults that fire on request (or probe) n; every rate draws, so decisions do not shift with roles."""
+        """Faults that fire on request (or probe) n; every rate draws, so decisions do not shift with roles.
+
+        A fault limited to some roles counts only their requests: `at_requests = [1]` with `roles = ["coder"]`
+        is the first coder request, whatever the orchestrator did before.
+        """
         fired = []
         for fault in self.scenario.faults:
             if (fault.kind in PROBE_FAULTS) != (kinds is not None) or (kinds is not None and fault.kind not in kinds):
                 continue
             hit = rng.random() < fault.rate if fault.rate else False
-            if (hit or n in fault.at_requests) and (not fault.roles or role in fault.roles):
+            if fault.roles and role not in fault.roles:
+                continue
+            number = sum(self.by_role[r] for r in fault.roles) if fault.roles and kinds is None else n
+            if hit or number in fault.at_requests:
                 fired.append(fault)
         return fired
 
@@ -191,6 +200,7 @@ class SimServer:
             return JSONResponse(error_body(400, f"invalid request: {error}"), status_code=400)
         rng = random.Random(self.seed * 1_000_003 + n)
         role = role_of(tools)
+        self.by_role[role] += 1
         faults = self.fired(n, role, rng)
         kinds = [fault.kind for fault in faults]
         if "crash" in kinds:

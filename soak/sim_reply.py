@@ -13,7 +13,9 @@ from soak.tasks import TaskSpec
 
 TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^\sA-Za-z0-9_]|\s+")
 TASK_ID = re.compile(r"Task id:\s*`?([A-Za-z0-9][A-Za-z0-9_.\-]*)")
-TOOL_ERROR = re.compile(r"\b(error|invalid|not allowed|outside|unknown tool|refused|denied)\b", re.IGNORECASE)
+TOOL_ERROR = re.compile(
+    r"\b(error|invalid|not valid|not allowed|outside|unknown|refused|denied|failed|cannot|could not)\b", re.IGNORECASE
+)
 REVISION = "The tests failed"
 WORDS = [
     "let", "me", "think", "about", "the", "edge", "cases", "first", "then", "check", "input", "format", "and",

@@ -121,7 +121,8 @@ class Fault(Strict):
     rate: float = Field(default=0.0, ge=0, le=1)
     """Chance per request (per probe for slow_health / slow_metrics)."""
     at_requests: list[int] = Field(default_factory=list)
-    """1-based chat-request numbers (probe numbers for slow_*) on which the fault fires."""
+    """1-based chat-request numbers on which the fault fires; with `roles`, counting only those roles' requests
+    (probe numbers for slow_*)."""
     roles: list[Role] = Field(default_factory=list)
     """Only requests of these roles; empty means any."""
     seconds: float = Field(default=0.0, ge=0)

@@ -69,9 +69,13 @@ class ClientWatch:
 
     async def pause(self, seconds: float) -> bool:
         """Wait; True if the client went away meanwhile."""
-        if seconds > 0 and not self.gone():
-            await asyncio.wait([self.task], timeout=seconds)
-        return self.gone()
+        deadline = time.monotonic() + seconds
+        while not self.gone():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.wait([self.task], timeout=left)
+        return True
 
     def close(self) -> None:
         self.task.cancel()
@@ -101,6 +105,7 @@ class ChatResponse:
         self.first_token: float | None = None
         self.last_token: float | None = None
         self.fault = {f.kind: f for f in reversed(ex.faults)}
+        self.recorded = False
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         watch = ClientWatch(receive)
@@ -122,12 +127,11 @@ class ChatResponse:
         return fault
 
     async def push(self, send: Callable, events: list[Event], more: bool) -> None:
+        """Send events; the last push records the request first, so the client never outruns the ground truth."""
         if self.crashed():
             raise Abort("the simulated process crashed")
-        now = time.time()
-        self.first_byte = self.first_byte or now
-        await send({"type": "http.response.body", "body": "".join(e[0] for e in events).encode(), "more_body": more})
         self.last_byte = time.time()
+        self.first_byte = self.first_byte or self.last_byte
         for _, tokens, reasoning, finish in events:
             if tokens:
                 self.last_token = time.monotonic()
@@ -135,6 +139,9 @@ class ChatResponse:
             self.sent_tokens += tokens
             self.sent_reasoning += reasoning
             self.finish = finish or self.finish
+        if not more:
+            self.record()
+        await send({"type": "http.response.body", "body": "".join(e[0] for e in events).encode(), "more_body": more})
 
     async def stream(self, send: Callable, watch: ClientWatch) -> None:
         ex = self.ex
@@ -145,15 +152,23 @@ class ChatResponse:
         include_usage = (ex.body.get("stream_options") or {}).get("include_usage")
         if include_usage and self.use("no_usage"):
             events = [e for e in events if '"choices":[]' not in e[0]]
-        middle = ex.rng.randint(1, max(1, token_events - 1))
+        middle = ex.rng.randint(max(1, token_events // 3), max(1, 2 * token_events // 3))
         stall_at = (0 if stall.where == "first_byte" else middle) if stall else len(events)
         cut_at = middle if cut else len(events)
         first_at = ex.begin + ex.ttft
         produced, buffer, interval = 0, [], 1 / ex.rate if ex.rate else 0.0
         for index, event in enumerate(events[:cut_at]):
+            if index == stall_at and stall:
+                if buffer:
+                    await self.push(send, buffer, True)
+                    buffer = []
+                # The stall is silence on the wire, and the rest of the schedule slides by as much.
+                before = time.monotonic()
+                if await watch.pause(stall.seconds):
+                    return
+                first_at += time.monotonic() - before
             produced += event[1]
-            due = first_at + max(produced - 1, 0) * interval + (stall.seconds if index >= stall_at else 0)
-            wait = due - time.monotonic()
+            wait = first_at + max(produced - 1, 0) * interval - time.monotonic()
             if wait > 0.001 or len(buffer) >= FLUSH_EVENTS:
                 if buffer:
                     await self.push(send, buffer, True)
@@ -208,17 +223,18 @@ class ChatResponse:
         if self.crashed():
             raise Abort("the simulated process crashed")
         headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        self.first_byte = time.time()
-        self.first_token = self.first_token or time.monotonic() - decode
+        self.first_byte = self.last_byte = time.time()
         self.last_token = time.monotonic()
+        self.first_token = self.last_token - decode
         self.sent_tokens, self.sent_reasoning = reply.completion_tokens, len(reply.reasoning)
+        if not drop:
+            self.finish = reply.finish
+            self.record()
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         if drop:
             await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
-            self.last_byte = time.time()
             raise Abort("drop fault")
         await send({"type": "http.response.body", "body": body})
-        self.last_byte, self.finish = time.time(), reply.finish
 
     def message(self) -> dict[str, Any]:
         ex, reply = self.ex, self.ex.reply
@@ -263,6 +279,9 @@ class ChatResponse:
         return {"timings": timings}
 
     def record(self) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
         ex, reply = self.ex, self.ex.reply
         record = RequestRecord(
             n=ex.n, role=reply.role, kind=reply.kind, task_id=reply.task_id, correct=reply.correct,
