@@ -86,9 +86,13 @@ def test_load_is_lenient_about_other_schema_versions(tmp_path: Path) -> None:
         "schema_version,run_id,cycle,task_id,suite,started_at,ended_at,duration_s,outcome,future_column\n"
         "0,old,0,a,builtin,1,5,4,pass,x\n0,old,1,a,builtin,6,not-a-number,4,weird_outcome,y\n")
     run = load_run(folder)
-    assert len(run.tasks) == 2 and run.tasks["rounds"].tolist() == [0, 0]
-    assert pd.isna(run.tasks["ended_at"].iloc[1])
+    assert len(run.tasks) == 1 and run.tasks["rounds"].tolist() == [0]
+    assert "tasks.csv: skipped 1 rows with unreadable required fields" in run.notes
     assert run.run_id == "old"
+    (folder / "tasks.csv").write_text(
+        "schema_version,run_id,cycle,task_id,suite,started_at,ended_at,duration_s,outcome\n"
+        "2,old,0,a,builtin,1,5,4,future_outcome\n")
+    assert "future_outcome" in render_report([folder], tmp_path / "old.html").read_text()
 
 
 # --- aggregation ------------------------------------------------------------------------------
@@ -200,6 +204,16 @@ def test_render_runs_with_almost_no_data(tmp_path: Path, n_tasks: int) -> None:
     assert "no data" in html and "not ended" in html
     summary = json.loads((tmp_path / "summary.json").read_text())["runs"][0]
     assert summary["tasks"] == n_tasks and summary["pass_rate"] == (1.0 if n_tasks else None)
+
+
+@pytest.mark.parametrize("keep", [(), ("samples.csv",), ("calls.csv", "events.csv"), ("run.json",)])
+def test_render_a_folder_with_only_some_files(night: Path, tmp_path: Path, keep: tuple[str, ...]) -> None:
+    folder = tmp_path / "partial"
+    folder.mkdir()
+    for name in keep:
+        shutil.copyfile(night / name, folder / name)
+    html = render_report([folder], tmp_path / "partial.html").read_text()
+    assert "no data" in html and plt.get_fignums() == []
 
 
 def test_render_comparison_of_two_runs(night: Path, tmp_path: Path) -> None:

@@ -43,9 +43,14 @@ def time_span(run: Run) -> tuple[float, float]:
     seen = [s for s in stamps if pd.notna(s)]
     firsts = [run.tasks["started_at"].min(), run.calls["started_at"].min(), run.events["at"].min(),
               run.samples["at"].min()]
-    start = run.meta.get("started_at") or min((f for f in firsts if pd.notna(f)), default=0.0)
-    end = run.meta.get("ended_at") or max(seen, default=start)
+    start = meta_time(run, "started_at") or min((f for f in firsts if pd.notna(f)), default=0.0)
+    end = meta_time(run, "ended_at") or max(seen, default=start)
     return float(start), float(max(end, start))
+
+
+def meta_time(run: Run, key: str) -> float | None:
+    value = run.meta.get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None
 
 
 def active_hours(run: Run, start: float, end: float) -> float:

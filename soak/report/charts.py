@@ -44,6 +44,12 @@ def chart(draw: Draw, *args: Any, size: tuple[float, float] = (9, 3)) -> str:
     return render([(draw, args)], size=size)
 
 
+def outcome_order(seen: Any) -> list[str]:
+    """Known outcomes in schema order, then any others (a newer schema) alphabetically."""
+    present = set(seen)
+    return [o for o in OUTCOME_COLOURS if o in present] + sorted(str(o) for o in present if o not in OUTCOME_COLOURS)
+
+
 def no_data(ax: Any, title: str) -> None:
     """An explicit empty panel, so a missing series reads as missing rather than as a broken chart."""
     ax.set_title(title)
@@ -109,15 +115,15 @@ def plot_duration_vs_calls(ax: Any, tasks: pd.DataFrame) -> None:
 def plot_calls_by_outcome(ax: Any, tasks: pd.DataFrame) -> None:
     """Box per outcome and role: what a normal task costs and what a failing one burns."""
     title = "Calls per task by outcome (orchestrator | coder)"
-    if tasks.empty:
+    groups = outcome_order(tasks["outcome"])
+    if not groups:
         return no_data(ax, title)
-    groups = [o for o in OUTCOME_COLOURS if o in set(tasks["outcome"])]
     data, positions, colours = [], [], []
     for i, outcome in enumerate(groups):
         part = tasks[tasks["outcome"] == outcome]
         data += [part["orchestrator_calls"].to_numpy(), part["coder_calls"].to_numpy()]
         positions += [i * 3 + 1, i * 3 + 2]
-        colours += [OUTCOME_COLOURS[outcome]] * 2
+        colours += [OUTCOME_COLOURS.get(outcome, "#333333")] * 2
     boxes = ax.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True)
     for patch, colour, k in zip(boxes["boxes"], colours, range(len(colours)), strict=True):
         patch.set(facecolor=colour, alpha=0.9 if k % 2 else 0.45)
@@ -127,14 +133,15 @@ def plot_calls_by_outcome(ax: Any, tasks: pd.DataFrame) -> None:
 
 def plot_outcomes_over_time(ax: Any, tasks: pd.DataFrame, clock: Clock) -> None:
     title = "Tasks finished per interval, by outcome"
+    tasks = tasks[tasks["ended_at"].notna()]
     if tasks.empty:
         return no_data(ax, title)
     counts = tasks.groupby([clock.bucket(tasks["ended_at"]), "outcome"]).size().unstack(fill_value=0)
     x = clock.bucket_x(counts.index.to_numpy())
     bottom = np.zeros(len(counts))
-    for outcome in [o for o in OUTCOME_COLOURS if o in counts.columns]:
+    for outcome in outcome_order(counts.columns):
         ax.bar(x, counts[outcome], width=clock.width / clock.unit * 0.9, bottom=bottom, label=outcome,
-               color=OUTCOME_COLOURS[outcome])
+               color=OUTCOME_COLOURS.get(outcome, "#333333"))
         bottom += counts[outcome].to_numpy()
     ax.set(title=title, ylabel="tasks", xlabel=clock.label)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

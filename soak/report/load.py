@@ -62,8 +62,9 @@ def _kind(annotation: Any) -> str:
     return "str"
 
 
-def _column_kinds(model: type[BaseModel]) -> dict[str, tuple[str, Any]]:
-    return {name: (_kind(f.annotation), f.default) for name, f in model.model_fields.items()}
+def _column_kinds(model: type[BaseModel]) -> dict[str, tuple[str, Any, bool]]:
+    """name -> (kind, default, required)."""
+    return {name: (_kind(f.annotation), f.default, f.is_required()) for name, f in model.model_fields.items()}
 
 
 def _parse(text: str) -> pd.DataFrame:
@@ -94,7 +95,7 @@ def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataF
     frame = _parse(text) if text.strip() else pd.DataFrame()
     frame = frame.rename(columns=str.strip)
     out = {}
-    for name, (kind, default) in kinds.items():
+    for name, (kind, default, _) in kinds.items():
         raw = frame[name] if name in frame.columns else pd.Series([""] * len(frame), dtype=str)
         raw = raw.reset_index(drop=True)
         if kind in ("int", "float"):
@@ -107,7 +108,13 @@ def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataF
         else:
             fallback = default if isinstance(default, str) else ""
             out[name] = raw.fillna(fallback).astype(str)
-    return pd.DataFrame(out, columns=list(kinds))
+    table = pd.DataFrame(out, columns=list(kinds))
+    required = [name for name, (kind, _, needed) in kinds.items() if needed and kind in ("int", "float")]
+    unreadable = table[required].isna().any(axis=1)
+    if unreadable.any():
+        notes.append(f"{path.name}: skipped {int(unreadable.sum())} rows with unreadable required fields")
+        table = table[~unreadable].reset_index(drop=True)
+    return table
 
 
 def read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
