@@ -317,10 +317,11 @@ def start_subprocess(
     suite: str = "builtin", host: str = "127.0.0.1", state: Path | None = None, timeout: float = 30.0,
 ) -> tuple[subprocess.Popen, str]:
     """Run `python -m soak.sim` and wait until it prints its base URL; the caller terminates the process."""
+    temporary = None
     if isinstance(scenario, Scenario):
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="soak-sim-", delete=False) as file:
             file.write(scenario.model_dump_json())
-        scenario = file.name
+        scenario = temporary = file.name
     args = [sys.executable, "-m", "soak.sim", "--host", host, "--port", str(port), "--scenario", str(scenario),
             "--seed", str(seed), "--engine", engine, "--suite", suite]
     if state:
@@ -329,6 +330,8 @@ def start_subprocess(
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline().strip() if ready else ""
+    if temporary:
+        os.unlink(temporary)
     if not line.startswith("http"):
         process.kill()
         process.wait()
@@ -358,6 +361,10 @@ def interrupt(signum: int, frame: object) -> None:
 
 
 if __name__ == "__main__":
-    from soak.cli import main
+    from soak.cli import sim_command
 
-    main(["sim", *sys.argv[1:]], prog_name="python -m soak.sim")
+    try:
+        sim_command.main(sys.argv[1:], prog_name="python -m soak.sim")
+    except BadInput as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -3,6 +3,7 @@
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def coder_stream(sim: SimServer, messages: list[dict] | None = None, **kwargs: A
     stream = client(sim).chat.completions.create(
         model="m", messages=messages or TASK, tools=CODER_TOOLS, stream=True,
         stream_options={"include_usage": True}, **kwargs,
-    )  # fmt: skip
+    )
     return collect(stream)
 
 
@@ -199,7 +200,7 @@ def test_coder_streams_write_file_like_vllm(serve, tasks) -> None:
 def test_raw_sse_ends_with_usage_then_done(serve) -> None:
     sim = serve()
     body = {"model": "m", "messages": TASK, "tools": CODER_TOOLS, "stream": True,
-            "stream_options": {"include_usage": True}}  # fmt: skip
+            "stream_options": {"include_usage": True}}
     text = httpx2.post(f"{sim.base_url}/chat/completions", json=body).text
     events = [line.removeprefix("data: ") for line in text.split("\n\n") if line]
     assert events[-1] == "[DONE]"
@@ -255,7 +256,7 @@ def test_fenced_answer_instead_of_tool_call(serve, tasks) -> None:
 def tool_round(call_name: str, result: str) -> list[dict[str, Any]]:
     call = {"id": "call-1", "type": "function", "function": {"name": call_name, "arguments": "{}"}}
     return [*TASK, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call-1", "content": result}]  # fmt: skip
+            {"role": "tool", "tool_call_id": "call-1", "content": result}]
 
 
 def test_coder_says_done_after_write_and_retries_after_tool_error(serve) -> None:
@@ -277,7 +278,7 @@ def test_orchestrator_delegates_then_answers_done(serve, tasks) -> None:
     assert call.function.name == "delegate" and "Task id: word-frequency" in instructions
     assert tasks["word-frequency"].prompt in instructions
     after = [*TASK, first.choices[0].message.model_dump(exclude_none=True),
-             {"role": "tool", "tool_call_id": call.id, "content": "coder finished; solution.py written"}]  # fmt: skip
+             {"role": "tool", "tool_call_id": call.id, "content": "coder finished; solution.py written"}]
     done = api.chat.completions.create(model="m", messages=after, tools=ORCHESTRATOR_TOOLS)
     assert done.choices[0].finish_reason == "stop" and not done.choices[0].message.tool_calls
     revision = [*TASK, {"role": "user", "content": "The tests failed:\nE   assert 1 == 2"}]
@@ -294,7 +295,7 @@ def test_overiterating_orchestrator_keeps_delegating(serve) -> None:
         call = reply.choices[0].message.tool_calls[0]
         assert call.function.name == "delegate" and "Task id: word-frequency" in call.function.arguments
         messages += [reply.choices[0].message.model_dump(exclude_none=True),
-                     {"role": "tool", "tool_call_id": call.id, "content": "done"}]  # fmt: skip
+                     {"role": "tool", "tool_call_id": call.id, "content": "done"}]
     assert sim.stats.by_kind == {"delegate": 4}
 
 
@@ -408,12 +409,12 @@ def test_arguments_not_json(serve) -> None:
 
 def test_path_outside_workspace(serve) -> None:
     faults = [{"kind": "path_escape", "at_requests": [1], "path": "/tmp/x/solution.py"},
-              {"kind": "path_escape", "at_requests": [2]}]  # fmt: skip
+              {"kind": "path_escape", "at_requests": [2]}]
     sim = serve(scenario(faults=faults))
     assert json.loads(coder_stream(sim)["calls"][0]["arguments"])["path"] == "/tmp/x/solution.py"
     assert json.loads(coder_stream(sim)["calls"][0]["arguments"])["path"] in (
         "../solution.py", "/tmp/soak-escape/solution.py",
-    )  # fmt: skip
+    )
 
 
 def test_path_escape_skips_replies_without_a_path(serve) -> None:
@@ -470,7 +471,7 @@ def test_role_limited_fault_counts_that_roles_requests(serve) -> None:
 
 def test_slow_health_and_metrics(serve) -> None:
     slow = [{"kind": "slow_health", "at_requests": [2], "seconds": 0.3},
-            {"kind": "slow_metrics", "at_requests": [1], "seconds": 0.3}]  # fmt: skip
+            {"kind": "slow_metrics", "at_requests": [1], "seconds": 0.3}]
     sim = serve(scenario(faults=slow))
     root = sim.base_url.removesuffix("/v1")
 
@@ -508,7 +509,7 @@ def test_crash_in_thread_cuts_connections_and_refuses(serve) -> None:
 
 def test_vllm_metrics_equal_what_was_served(serve) -> None:
     faults = [{"kind": "http_500", "at_requests": [3]}, {"kind": "drop", "at_requests": [4]},
-              {"kind": "truncate", "at_requests": [5]}]  # fmt: skip
+              {"kind": "truncate", "at_requests": [5]}]
     sim = serve(scenario(spec_decode={"enabled": True, "acceptance": [0.9, 0.5]}, faults=faults))
     usages = []
     for number in range(1, 9):
@@ -578,6 +579,30 @@ def test_stats_endpoint_serves_ground_truth(serve) -> None:
     assert remote["completion_tokens"] == sim.stats.completion_tokens and remote["records"][0]["kind"] == "write"
 
 
+def test_busy_slots_make_requests_wait(serve) -> None:
+    timing = {"ttft_seconds": 0, "decode_tokens_per_second": 0, "max_running": 1}
+    stall = {"kind": "stall", "at_requests": [1], "seconds": 2.0, "where": "first_byte"}
+    sim = serve(scenario(timing=timing, faults=[stall]))
+    labels = (("engine", "0"), ("model_name", "soak-sim"))
+
+    def wait_for(name: str, value: float) -> None:
+        for _ in range(400):
+            if metric_samples(sim)[(name, labels)] == value:
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"{name} never reached {value}")
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(coder_stream, sim)
+        wait_for("vllm:num_requests_running", 1)
+        second = pool.submit(coder_stream, sim)
+        wait_for("vllm:num_requests_waiting", 1)
+        assert metric_samples(sim)[("vllm:kv_cache_usage_perc", labels)] > 0
+        assert first.result()["finish"] == second.result()["finish"] == "tool_calls"
+    wait_for("vllm:num_requests_waiting", 0)
+    assert metric_samples(sim)[("vllm:num_requests_running", labels)] == 0
+
+
 # --- subprocess ----------------------------------------------------------------------------------
 
 
@@ -600,3 +625,16 @@ def test_subprocess_crash_exits_and_state_survives_restart(tmp_path: Path, suite
     finally:
         process.terminate()
     assert process.wait(timeout=20) == 0
+
+
+@pytest.mark.slow
+def test_subprocess_takes_a_scenario_object(suite: str) -> None:
+    process, url = start_subprocess(scenario(reasoning={"enabled": True, "tokens": 5}), engine="llamacpp", suite=suite)
+    try:
+        reply = openai.OpenAI(base_url=url, api_key="sim", max_retries=0).chat.completions.create(
+            model="m", messages=TASK, tools=CODER_TOOLS
+        )
+        assert len(tokenize(reply.choices[0].message.model_extra["reasoning_content"])) == 5
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
