@@ -199,7 +199,7 @@ class SimServer:
                                  None, 0.0, random.Random())
             return JSONResponse(error_body(400, f"invalid request: {error}"), status_code=400)
         rng = random.Random(self.seed * 1_000_003 + n)
-        role = role_of(tools)
+        role = role_of(body)
         self.by_role[role] += 1
         faults = self.fired(n, role, rng)
         kinds = [fault.kind for fault in faults]

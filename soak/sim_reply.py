@@ -82,7 +82,9 @@ class Reply:
         return len(self.reasoning) + len(self.content) + tool
 
 
-def role_of(tools: list[dict[str, Any]] | None) -> str:
+def role_of(body: dict[str, Any]) -> str:
+    """Orchestrator if offered `delegate`, coder if offered `write_file`, else (or with tool_choice none) chat."""
+    tools = body.get("tools") if body.get("tool_choice") != "none" else None
     names = {(tool.get("function") or {}).get("name") for tool in tools or [] if isinstance(tool, dict)}
     return "orchestrator" if "delegate" in names else "coder" if "write_file" in names else "chat"
 
@@ -125,8 +127,7 @@ class Planner:
         self._broken: dict[str, str] = {}
 
     def plan(self, body: dict[str, Any], rng: random.Random, faults: list[Fault], max_tokens: int) -> Reply:
-        messages, tools = body["messages"], body.get("tools")
-        role = role_of(tools)
+        messages, role = body["messages"], role_of(body)
         task = find_task(messages, self.tasks)
         budget = next((f for f in faults if f.kind == "reasoning_budget"), None)
         if budget:

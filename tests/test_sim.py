@@ -269,6 +269,12 @@ def test_coder_says_done_after_write_and_retries_after_tool_error(serve) -> None
     assert after_read["calls"][0]["name"] == "write_file"
 
 
+def test_tool_choice_none_means_plain_chat(serve) -> None:
+    sim = serve()
+    reply = client(sim).chat.completions.create(model="m", messages=TASK, tools=CODER_TOOLS, tool_choice="none")
+    assert not reply.choices[0].message.tool_calls and sim.stats.by_role == {"chat": 1}
+
+
 def test_orchestrator_delegates_then_answers_done(serve, tasks) -> None:
     sim = serve()
     api = client(sim)
