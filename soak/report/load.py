@@ -67,10 +67,12 @@ def _column_kinds(model: type[BaseModel]) -> dict[str, tuple[str, Any, bool]]:
     return {name: (_kind(f.annotation), f.default, f.is_required()) for name, f in model.model_fields.items()}
 
 
-def _parse(text: str) -> pd.DataFrame:
-    """CSV text -> all-string DataFrame; a malformed body falls back to the csv module, keeping whole rows only."""
+def _parse(text: str, text_columns: list[str]) -> pd.DataFrame:
+    """CSV text -> DataFrame (numbers parsed by pandas, text kept as text); a malformed body falls back to the csv
+    module, keeping whole rows only."""
     try:
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip")
+        return pd.read_csv(io.StringIO(text), dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
+                           na_values=[""], on_bad_lines="skip", low_memory=False)
     except (pd.errors.ParserError, csv.Error, ValueError):
         rows = list(csv.reader(io.StringIO(text), strict=False))
         if not rows:
@@ -92,19 +94,20 @@ def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataF
         # Rows are appended whole; bytes after the last complete row are a write in flight or a crash.
         notes.append(f"{path.name}: ignored a torn last row ({len(data) - keep} bytes)")
     text = data[:keep].decode("utf-8", errors="replace")
-    frame = _parse(text) if text.strip() else pd.DataFrame()
+    text_columns = [name for name, (kind, _, _) in kinds.items() if kind in ("str", "bool")]
+    frame = _parse(text, text_columns) if text.strip() else pd.DataFrame()
     frame = frame.rename(columns=str.strip)
     out = {}
     for name, (kind, default, _) in kinds.items():
-        raw = frame[name] if name in frame.columns else pd.Series([""] * len(frame), dtype=str)
+        raw = frame[name] if name in frame.columns else pd.Series([None] * len(frame), dtype=object)
         raw = raw.reset_index(drop=True)
         if kind in ("int", "float"):
-            numbers = pd.to_numeric(raw.where(raw != "", None), errors="coerce")
+            numbers = raw if pd.api.types.is_numeric_dtype(raw) else pd.to_numeric(raw, errors="coerce")
             if default is not None and not isinstance(default, bool) and isinstance(default, int | float):
                 numbers = numbers.fillna(default)
             out[name] = numbers.astype(float)
         elif kind == "bool":
-            out[name] = raw.astype(str).str.strip().str.lower().isin(TRUE_WORDS)
+            out[name] = raw.fillna("").astype(str).str.strip().str.lower().isin(TRUE_WORDS)
         else:
             fallback = default if isinstance(default, str) else ""
             out[name] = raw.fillna(fallback).astype(str)
