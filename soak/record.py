@@ -81,7 +81,8 @@ class CallRow(Row):
     task_id: str
     cycle: int
     session: int = 0
-    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, session)."""
+    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, session). Calls of an attempt cut
+    short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
     call_index: int
     """Position of the call within its task, counting retries."""
     attempt: int = 1
