@@ -105,9 +105,10 @@ def plot_duration_vs_calls(ax: Any, tasks: pd.DataFrame) -> None:
     if tasks.empty:
         return no_data(ax, title)
     calls = tasks["orchestrator_calls"] + tasks["coder_calls"]
-    for outcome, part in tasks.groupby("outcome"):
+    for outcome in outcome_order(tasks["outcome"]):
+        part = tasks[tasks["outcome"] == outcome]
         ax.scatter(calls[part.index], part["duration_s"], s=8, alpha=0.6, label=outcome,
-                   color=OUTCOME_COLOURS.get(str(outcome), "#333"))
+                   color=OUTCOME_COLOURS.get(outcome, "#333"))
     ax.set(title=title, xlabel="LLM calls", ylabel="seconds")
     ax.legend(fontsize=7, markerscale=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
