@@ -61,6 +61,20 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
+def check_request(body: Any) -> dict[str, Any]:
+    """The parts of a chat request the sim relies on; anything else gets HTTP 400 like vLLM's validation."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise ValueError("messages must be a non-empty list")
+    if not all(isinstance(message, dict) for message in body["messages"]):
+        raise ValueError("each message must be an object")
+    if not isinstance(body.get("tools"), list | None):
+        raise ValueError("tools must be a list")
+    for key in ("max_tokens", "max_completion_tokens"):
+        if body.get(key) is not None and (not isinstance(body[key], int) or body[key] < 1):
+            raise ValueError(f"{key} must be a positive integer")
+    return body
+
+
 class CrashResponse:
     """In-thread stand-in for a dying process: the response starts, then the connection is cut."""
 
@@ -188,16 +202,10 @@ class SimServer:
         self.requests += 1
         n = self.requests
         try:
-            body = await request.json()
-            tools = body.get("tools")
-            if not isinstance(body.get("messages"), list) or not body["messages"]:
-                raise ValueError("messages must be a non-empty list")
-            if not all(isinstance(m, dict) for m in body["messages"]) or not isinstance(tools, list | None):
-                raise ValueError("messages must be objects and tools a list")
-        except (ValueError, AttributeError) as error:
-            self.recorder.finish(RequestRecord(n=n, role="chat", kind="invalid", status=400, received=received),
-                                 None, 0.0, random.Random())
-            return JSONResponse(error_body(400, f"invalid request: {error}"), status_code=400)
+            body = check_request(await request.json())
+        except ValueError as error:
+            invalid = RequestRecord(n=n, role="chat", kind="invalid", status=400, received=received)
+            return self.refuse(invalid, str(error))
         rng = random.Random(self.seed * 1_000_003 + n)
         role = role_of(body)
         self.by_role[role] += 1
@@ -205,18 +213,17 @@ class SimServer:
         kinds = [fault.kind for fault in faults]
         if "crash" in kinds:
             return self.crash(n, role, received)
-        status = next((int(kind[-3:]) for kind in kinds if kind in ("http_500", "http_503")), 0)
-        tokens = prompt_tokens(body["messages"], tools)
-        if status or len(tokens) >= self.scenario.max_model_len:
-            status = status or 400
+        error = next((kind for kind in kinds if kind in ("http_500", "http_503")), None)
+        if error:
+            status = int(error.removeprefix("http_"))
+            failed = RequestRecord(n=n, role=role, kind="error", status=status, faults=[error], received=received)
+            return self.refuse(failed, "simulated server error")
+        tokens = prompt_tokens(body["messages"], body.get("tools"))
+        room = self.scenario.max_model_len - len(tokens)
+        if room <= 0:
             message = f"This model's maximum context length is {self.scenario.max_model_len} tokens."
-            record = RequestRecord(n=n, role=role, kind="error", status=status, received=received,
-                                   faults=[f"http_{status}"] if status != 400 else [])
-            self.recorder.finish(record, None, 0.0, rng)
-            text = message if status == 400 else "simulated server error"
-            return JSONResponse(error_body(status, text), status_code=status)
-        requested = body.get("max_completion_tokens") or body.get("max_tokens")
-        max_tokens = min(int(requested or 1 << 30), self.scenario.max_model_len - len(tokens))
+            return self.refuse(RequestRecord(n=n, role=role, kind="error", status=400, received=received), message)
+        max_tokens = min(body.get("max_completion_tokens") or body.get("max_tokens") or room, room)
         reply = self.planner.plan(body, rng, faults, max_tokens)
         timing = self.scenario.timing
         ex = Exchange(
@@ -227,6 +234,11 @@ class SimServer:
         )
         blocks = -(-len(tokens) // self.scenario.cache.block_tokens)
         return ChatResponse(ex, self.recorder, lambda: self.crashed, self.slot(blocks), timing.tokens_per_chunk)
+
+    def refuse(self, record: RequestRecord, message: str) -> JSONResponse:
+        """An error answer, as vLLM shapes it; the request never reached the engine."""
+        self.recorder.finish(record, None, 0.0, random.Random())
+        return JSONResponse(error_body(record.status, message), status_code=record.status)
 
     @contextlib.asynccontextmanager
     async def slot(self, blocks: int) -> AsyncIterator[None]:

@@ -328,9 +328,11 @@ def test_bad_requests_get_400(serve) -> None:
     sim = serve(scenario(max_model_len=64))
     response = httpx2.post(f"{sim.base_url}/chat/completions", json={"model": "m", "messages": []})
     assert response.status_code == 400 and "messages" in response.json()["error"]["message"]
+    response = httpx2.post(f"{sim.base_url}/chat/completions", json={"messages": TASK, "max_tokens": 0})
+    assert response.status_code == 400 and "max_tokens" in response.json()["error"]["message"]
     with pytest.raises(openai.BadRequestError, match="maximum context length"):
         client(sim).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 100}])
-    assert sim.stats.prompt_tokens == 0 and sim.stats.by_kind == {"invalid": 1, "error": 1}
+    assert sim.stats.prompt_tokens == 0 and sim.stats.by_kind == {"invalid": 2, "error": 1}
 
 
 def test_models_and_health(serve) -> None:
