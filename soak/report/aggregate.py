@@ -103,7 +103,8 @@ def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, f
     frame = with_calls(tasks)
     if frame.empty:
         return frame.assign(threshold=[]), math.nan
-    threshold = k * frame["calls"].median()
+    # A median of 0 (a night of instant infra errors) would flag every task that made a single call.
+    threshold = k * max(frame["calls"].median(), 1.0)
     flagged = frame[frame["calls"] > threshold].sort_values("calls", ascending=False, kind="stable")
     return flagged[["task_id", "cycle", "outcome", "calls", "orchestrator_calls", "coder_calls", "rounds",
                     "duration_s"]].reset_index(drop=True), threshold
