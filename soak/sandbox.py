@@ -140,11 +140,13 @@ def wrap(kind: str, ws: Path, readonly: list[Path], cmd: list[str]) -> list[str]
         return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *ro, "--proc", "/proc", "--dev", "/dev",
                 "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
     # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
-    # is the namespace's pid 1, so pytest keeps ordinary signal semantics (SIGTERM, SIGXCPU).
+    # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
+    # process group cannot reach `unshare` outside).
     shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
     if kind in ("unshare", "unshare-user"):
         user = ["--map-root-user"] if kind == "unshare-user" else []
-        return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--", *shell]
+        ns = ["--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc"]
+        return ["unshare", *user, *ns, "--", "setsid", *shell]
     return shell
 
 
@@ -281,7 +283,11 @@ def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Proc
         os.killpg(proc.pid, signal.SIGKILL)
     signal_all(procs, signal.SIGKILL)
     proc.kill()
-    proc.wait()
+    if proc.wait() < 0 and kind != "session":
+        # A launcher killed by a signal may go before its namespace does; sweep what carries the run's marker.
+        strays = processes(proc, token, "session")
+        signal_all(strays, signal.SIGKILL)
+        procs += strays
     psutil.wait_procs(procs, timeout=2)
 
 

@@ -284,7 +284,7 @@ def test_wall_timeout_kills_processes_that_ignore_sigterm(kind):
 
 
 def test_timeout_names_the_running_test():
-    task = PROBE.model_copy(update={"test_timeout_seconds": 1.0})
+    task = PROBE.model_copy(update={"test_timeout_seconds": 4.0})
     verdict = judge(task, "def probe():\n    while True:\n        pass\n")
     assert (verdict.outcome, verdict.error_kind) == ("timeout", "Timeout")
     assert "while running test_solution.py::test_probe" in verdict.error_tail
