@@ -1,4 +1,16 @@
-"""Scenario files for `soak sim`: how the simulated server answers, how fast, and which faults it injects."""
+"""Scenario files for `soak sim`: how the simulated server answers, how fast, and which faults it injects.
+
+    [timing]
+    ttft_seconds = [0.1, 0.8]            # a number, or [low, high] drawn per request
+    decode_tokens_per_second = [40, 120] # 0 = no decode delay
+    [coder]
+    p_correct = 0.6
+    [[faults]]
+    kind = "http_500"
+    rate = 0.01                          # and/or at_requests = [3, 17]
+
+Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles.
+"""
 
 import json
 import tomllib
