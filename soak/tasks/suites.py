@@ -27,7 +27,8 @@ def load_builtin() -> list[TaskSpec]:
     return load_dir(builtin_tasks_dir(), "builtin")
 
 
-HUMANEVAL_TEST = '''from solution import {entry}
+HUMANEVAL_TEST = '''from solution import *  # noqa: F403 - some checks call helpers the prompt defines (e.g. poly)
+from solution import {entry}
 
 {test}
 

@@ -1,0 +1,34 @@
+"""Every task can tell right from wrong: the reference passes, the stub and wrong.py fail, in the sandbox."""
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from soak.tasks import TaskSpec, load_suites
+from soak.tasks.validate import task_problems
+
+BUILTIN = load_suites("builtin")
+
+
+def test_bank_size_and_spread():
+    spread = Counter(task.difficulty for task in BUILTIN)
+    assert len(BUILTIN) >= 60 and spread["hard"] >= 15 and min(spread.values()) >= 15
+    assert all(task.wrong for task in BUILTIN), "every built-in task keeps a plausible wrong.py"
+
+
+def broken_tasks(tasks: list[TaskSpec]) -> dict[str, list[str]]:
+    # Three at a time: sandbox runs are subprocesses, and the concurrency tasks' wrong.py mostly wait out timeouts.
+    with ThreadPoolExecutor(3) as pool:
+        return {t.id: p for t, p in zip(tasks, pool.map(task_problems, tasks), strict=True) if p}
+
+
+@pytest.mark.slow
+def test_every_builtin_task_is_sound():
+    assert broken_tasks(BUILTIN) == {}
+
+
+@pytest.mark.slow
+def test_humaneval_suite_is_sound():
+    tasks = load_suites("humaneval")
+    assert len(tasks) == 164 and broken_tasks(tasks) == {}
