@@ -239,7 +239,7 @@ class Runner:
         if self.deadline_at is None:
             return
         await asyncio.sleep(max(0.0, self.deadline_at - time.time()))
-        self.stop("deadline", f"{len(self.in_flight)} attempts in flight get {self.config.grace_seconds:g} s")
+        self.stop("deadline", f"{len(self.in_flight)} attempts in flight then, grace {self.config.grace_seconds:g} s")
         await asyncio.sleep(self.config.grace_seconds)
         for flight in self.in_flight.values():
             flight.job.cancel()

@@ -113,7 +113,9 @@ def test_reopening_with_other_columns_is_refused(tmp_path):
         CsvLog(path, TaskRow)
 
 
-@pytest.mark.parametrize("value", ["short", 'quoted "multi\nline", with, commas\n\n"', "x" * 3000])
+@pytest.mark.parametrize(
+    "value", ["short", 'quoted "multi\nline", with, commas\n\n"', "x" * 3000], ids=["short", "quoted", "long"]
+)
 def test_a_torn_last_row_is_cut_at_every_possible_point(tmp_path, value):
     path = tmp_path / "tasks.csv"
     log = CsvLog(path, TaskRow)
