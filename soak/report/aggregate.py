@@ -290,6 +290,8 @@ def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     lines = []
     if h["running"]:
         lines.append("run not ended (still going, or interrupted: see the last heartbeat): figures so far")
+    if h["ended_at"] and h["stop_reason"] not in ("", "deadline", "tasks", "cycles"):
+        lines.append(f"run stopped early: {h['stop_reason']}")
     if h["sessions"] > 1:
         lines.append(f"resumed {h['sessions'] - 1} times")
     lines.append(memory_line)
