@@ -332,7 +332,7 @@ class Runner:
             self.recovery = None
             self.go.set()
             return
-        reason = f"the stack was not back within {budget.wait_for_stack_seconds:g} s of failing (error budget)"
+        reason = f"the stack was not back within {budget.wait_for_stack_seconds:g} s of failing"
         self.folder.event("error_budget", reason)
         self.recovery = None
         self.stop("error_budget", reason, cancel=True)
