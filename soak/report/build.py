@@ -23,8 +23,9 @@ def budget_seconds(run: Run) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def lines_by_source(frame: pd.DataFrame, scale_label: str = "") -> dict[str, pd.DataFrame]:
-    return {f"{source}{scale_label}": series.downsample(part[["at", "value"]])
+def lines_by_source(frame: pd.DataFrame, suffix: str = "") -> dict[str, pd.DataFrame]:
+    """One downsampled (at, value) line per source, labelled `<source><suffix>`."""
+    return {f"{source}{suffix}": series.downsample(part[["at", "value"]])
             for source, part in frame.groupby("source", sort=True)}
 
 
