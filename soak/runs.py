@@ -171,6 +171,11 @@ def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[T
         config = SoakConfig.model_validate(info.config)
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(folder.info_path), error)) from None
+    if info.stack.get("embedded"):
+        # The embedded server takes a fresh free port each session: the recorded one may be taken by now.
+        others = [s for s in config.stack.servers if s.name != "embedded"]
+        bare = config.model_copy(update={"endpoints": {}, "stack": config.stack.model_copy(update={"servers": others})})
+        config, _ = embed_default_stack(bare)
     limits = opts.limits()
     tasks = select_tasks(config, info.routing)
     if limits is not None:
