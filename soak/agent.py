@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -156,28 +156,27 @@ class _TaskLoop:
             kind, detail = verdict.error_kind, verdict.error_tail
         elif outcome not in ("infra_error", "harness_error") and failed:
             kind, detail = kind or verdict.error_kind, f"{detail}\n{verdict.error_tail}".strip()
-        ended_at = time.time()
-        counted = self.rows
+        ended_at, rows = time.time(), self.rows
         return TaskRow(
             run_id=self.run_id, cycle=self.cycle, task_id=self.task.id, suite=self.task.suite, route=route,
             started_at=started_at, ended_at=ended_at, duration_s=time.monotonic() - clock, outcome=outcome,
             rounds=self.round,
-            orchestrator_calls=sum(row.role == "orchestrator" for row in counted),
-            coder_calls=sum(row.role == "coder" for row in counted),
+            orchestrator_calls=sum(row.role == "orchestrator" for row in rows),
+            coder_calls=sum(row.role == "coder" for row in rows),
             delegations=self.delegations, fallback_writes=self.fallback_writes,
-            prompt_tokens=sum(row.prompt_tokens or 0 for row in counted),
-            completion_tokens=sum(row.completion_tokens or 0 for row in counted),
-            reasoning_tokens=sum(row.reasoning_tokens or 0 for row in counted),
-            cached_tokens=sum(row.cached_tokens or 0 for row in counted),
+            prompt_tokens=sum(row.prompt_tokens or 0 for row in rows),
+            completion_tokens=sum(row.completion_tokens or 0 for row in rows),
+            reasoning_tokens=sum(row.reasoning_tokens or 0 for row in rows),
+            cached_tokens=sum(row.cached_tokens or 0 for row in rows),
             tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
             test_seconds=self.test_seconds, error_kind=kind, error_tail=tail(detail),
-            mangled_tool_calls=sum(row.integrity not in ("ok", "none") for row in counted),
-            reasoning_exhausted=sum(row.reasoning_exhausted for row in counted),
+            mangled_tool_calls=sum(row.integrity not in ("ok", "none") for row in rows),
+            reasoning_exhausted=sum(row.reasoning_exhausted for row in rows),
             orchestrator_model=self.orchestrator.model if self.mode == "delegate" and self.orchestrator else "",
             coder_model=self.coder.model,
         )
 
-    async def _guarded(self, work: Any, seconds: float) -> tuple[Outcome, str, str] | None:
+    async def _guarded(self, work: Awaitable[Any], seconds: float) -> tuple[Outcome, str, str] | None:
         """Await `work` within `seconds`; every way it can end early becomes (outcome, error kind, detail) here only."""
         try:
             async with asyncio.timeout(max(seconds, 0)) as deadline:
