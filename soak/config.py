@@ -85,7 +85,11 @@ class Server(Strict):
 class Stack(Strict):
     servers: list[Server] = Field(default_factory=list)
     health_interval_seconds: float = 5
+    health_timeout_seconds: float = 5
     failures_before_down: int = 3
+    """Consecutive failed health checks (refused, error status, process gone) that mark a server down."""
+    hung_after_seconds: float = 600
+    """Health checks that time out are a busy server until the silence lasts this long; then it is hung."""
     max_restarts_per_hour: int = 6
 
 

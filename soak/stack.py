@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import httpx2
 
@@ -24,6 +25,7 @@ from soak.record import EventKind
 GPU_FRACTION = re.compile(r"--gpu[-_]memory[-_]utilization[= ]+([0-9.]+)")
 GPU_FRACTION_LIMIT = 0.88
 
+Health = Literal["ok", "busy", "dead"]
 Emit = Callable[[EventKind, str, str], None]
 """(kind, source, detail) -> records an event."""
 
@@ -63,13 +65,21 @@ class ManagedServer:
     def pid(self) -> int | None:
         return self.process.pid if self.process and self.process.poll() is None else None
 
-    async def healthy(self) -> bool:
+    async def healthy(self, timeout: float = 5.0) -> bool:
+        return await self.health(timeout) == "ok"
+
+    async def health(self, timeout: float = 5.0) -> Health:
+        """ok; busy when the check times out (a single-slot server mid-generation); dead otherwise."""
+        if self.process and self.process.poll() is not None:
+            return "dead"
         try:
-            async with httpx2.AsyncClient(timeout=5.0) as client:
+            async with httpx2.AsyncClient(timeout=timeout) as client:
                 response = await client.get(health_url(self.spec))
-            return response.status_code == 200
+        except httpx2.TimeoutException:
+            return "busy"
         except httpx2.HTTPError:
-            return False
+            return "dead"
+        return "ok" if response.status_code == 200 else "dead"
 
     def launch(self) -> None:
         """The `up` command in its own session, output to a log file in the run folder."""
@@ -170,20 +180,32 @@ class StackSupervisor:
             return False
 
     async def watch(self) -> None:
-        """Health loop until cancelled: N failed checks mark a server down and trigger a restart."""
+        """Health loop until cancelled: N failed checks, or a server silent past `hung_after_seconds`, trigger a
+        restart. A check that merely times out is a busy server (llama-cpp-python answers nothing while it
+        generates), so it counts only once the silence outlasts the hung limit."""
         failures = {s.spec.name: 0 for s in self.servers}
+        silent_since: dict[str, float] = {}
         while True:
             await asyncio.sleep(self.config.health_interval_seconds)
             for server in self.servers:
                 name = server.spec.name
-                if await server.healthy():
+                state = await server.health(self.config.health_timeout_seconds)
+                if state == "busy":
+                    started = silent_since.setdefault(name, time.monotonic())
+                    if time.monotonic() - started < self.config.hung_after_seconds:
+                        continue
+                    self.emit("health_fail", name, f"no answer for {time.monotonic() - started:.0f} s: hung")
+                    failures[name] = self.config.failures_before_down
+                silent_since.pop(name, None)
+                if state == "ok":
                     failures[name] = 0
                     if not server.up:
                         server.up = True
                         self.emit("up", name, "healthy again")
                     continue
-                failures[name] += 1
-                self.emit("health_fail", name, f"check {failures[name]} of {self.config.failures_before_down}")
+                if state == "dead":
+                    failures[name] += 1
+                    self.emit("health_fail", name, f"check {failures[name]} of {self.config.failures_before_down}")
                 if failures[name] >= self.config.failures_before_down:
                     failures[name] = 0
                     await self.heal(server)

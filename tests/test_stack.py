@@ -14,7 +14,7 @@ from soak.stack import StackSupervisor, free_port, gpu_fraction_warning
 def static_server(tmp_path, name="web") -> Server:
     """A real HTTP server whose /health is a file: killing it is a real outage."""
     root = tmp_path / name
-    root.mkdir()
+    root.mkdir(parents=True)
     (root / "health").write_text("ok")
     port = free_port()
     up = f"cd {root} && exec {sys.executable} -m http.server {port} --bind 127.0.0.1"
@@ -108,3 +108,28 @@ def test_gpu_fraction_warning():
                for n, f in (("a", 0.5), ("b", 0.45))]
     assert "0.95" in gpu_fraction_warning(servers)
     assert gpu_fraction_warning(servers[:1]) == ""
+
+
+def test_busy_server_is_left_alone_until_silent_past_the_hung_limit(tmp_path):
+    """A stopped process still accepts connections but never answers: busy first, hung later."""
+
+    async def freeze(supervisor):
+        os.kill(supervisor.pids()["web"], signal.SIGSTOP)
+        await asyncio.sleep(1.5)
+
+    _, patient = run_stack([static_server(tmp_path / "a")], tmp_path / "a", freeze, health_timeout_seconds=0.3,
+                           hung_after_seconds=60)
+    assert [kind for kind, _ in patient if kind in ("health_fail", "down", "restart")] == []
+
+    async def freeze_until_restarted(supervisor):
+        frozen = supervisor.pids()["web"]
+        os.kill(frozen, signal.SIGSTOP)
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if supervisor.pids().get("web") not in (None, frozen) and supervisor.ready.is_set():
+                return
+
+    _, strict = run_stack([static_server(tmp_path / "b")], tmp_path / "b", freeze_until_restarted,
+                          health_timeout_seconds=0.3, hung_after_seconds=1)
+    kinds = [kind for kind, _ in strict]
+    assert kinds.index("health_fail") < kinds.index("down") < kinds.index("restart") < kinds.index("up")
