@@ -141,46 +141,69 @@ def unmeasurable(name: str, threshold: float, why: str) -> GateResult:
                       detail=f"cannot be measured: {why}")
 
 
-async def hit_rate_of(probe: Probe, turns: list[list[dict[str, Any]]], name: str, threshold: float) -> GateResult:
-    """Send each prompt in order; the hit rate over prompts 2+ comes from the server's counter deltas."""
+async def hit_rate_of(probe: Probe, turns: list[tuple[list[dict[str, Any]], bool]], name: str,
+                     threshold: float) -> GateResult:
+    """Send each prompt in order; the hit rate over the measured ones comes from the server's counter deltas."""
     if await probe.hit_counters() is None:
         return unmeasurable(name, threshold, f"no prefix-cache counters at {probe.metrics_url or '(no /metrics)'}")
-    await probe.ask(turns[0])
-    before = await probe.hit_counters()
-    for messages in turns[1:]:
+    hits = queries = 0.0
+    for messages, measured in turns:
+        before = await probe.hit_counters() if measured else None
         await probe.ask(messages)
-    after = await probe.hit_counters()
-    if before is None or after is None:
-        return unmeasurable(name, threshold, "the prefix-cache counters disappeared during the probe")
-    hits, queries = after[0] - before[0], after[1] - before[1]
+        if measured:
+            after = await probe.hit_counters()
+            if before is None or after is None:
+                return unmeasurable(name, threshold, "the prefix-cache counters disappeared during the probe")
+            hits, queries = hits + after[0] - before[0], queries + after[1] - before[1]
     if queries <= 0:
         return unmeasurable(name, threshold, "the prefix-cache query counter did not move")
-    return GateResult(
-        name=name,
-        measured=hits / queries,
-        threshold=threshold,
-        unit="hit rate",
-        detail=f"{hits:.0f} of {queries:.0f} prompt tokens hit over {len(turns) - 1} repeat(s)",
-    )
+    repeats = sum(measured for _, measured in turns)
+    return GateResult(name=name, measured=hits / queries, threshold=threshold, unit="hit rate",
+                      detail=f"{hits:.0f} of {queries:.0f} prompt tokens hit over {repeats} repeat(s)")
 
 
 async def gate_prefix_twin(probe: Probe, tokens: int = 2000, threshold: float = 0.5) -> GateResult:
     """The same prompt twice: the second should be served from the prefix cache."""
     messages = [{"role": "user", "content": await probe.prompt_of(tokens, uuid.uuid4().hex)}]
-    return await hit_rate_of(probe, [messages, messages], "prefix-twin", threshold)
+    return await hit_rate_of(probe, [(messages, False), (messages, True)], "prefix-twin", threshold)
 
 
-def replay_turns(transcript: Path) -> list[list[dict[str, Any]]]:
-    """A recorded session (JSONL of chat messages) -> the prompt of each assistant turn, each extending the last."""
+CHAT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
+def replayable(message: dict[str, Any]) -> dict[str, Any]:
+    """A recorded message as a server takes it: only chat keys, tool-call arguments that parse."""
+    clean = {key: message[key] for key in CHAT_KEYS if key in message}
+    for call in clean.get("tool_calls") or []:
+        function = call.get("function", {})
+        try:
+            json.loads(function.get("arguments") or "")
+        except ValueError:
+            function["arguments"] = "{}"
+    return clean
+
+
+def replay_turns(transcript: Path) -> list[tuple[list[dict[str, Any]], bool]]:
+    """A recorded session (JSONL of chat messages) -> the prompt of each assistant turn, each extending the last.
+
+    Lines of soak's own transcripts carry a `thread` (orchestrator, coder-<n>, direct); each thread is replayed as
+    its own conversation and its first turn only warms the cache, so turns 2+ are measured.
+    """
     try:
-        messages = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
     except (OSError, json.JSONDecodeError) as error:
         raise BadInput(f"{transcript}: not a JSONL transcript ({error})") from None
-    if not all(isinstance(m, dict) and "role" in m for m in messages):
+    if not all(isinstance(m, dict) and "role" in m for m in lines):
         raise BadInput(f"{transcript}: every line must be a chat message with a role")
-    turns = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
-    if len(turns) < 2:
-        raise BadInput(f"{transcript}: needs at least two assistant turns to replay")
+    threads: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        threads.setdefault(str(line.get("thread", "")), []).append(replayable(line))
+    turns = []
+    for messages in threads.values():
+        starts = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+        turns += [(messages[:i], n > 0) for n, i in enumerate(starts)]
+    if not any(measured for _, measured in turns):
+        raise BadInput(f"{transcript}: needs a thread with at least two assistant turns to replay")
     return turns
 
 

@@ -81,3 +81,29 @@ def test_prefix_replay_of_a_recorded_transcript(sim, tmp_path):
     transcript.write_text('{"content": "no role"}\n')
     bad = gate("prefix-replay", "--base-url", url, "--model", "m", "--transcript", str(transcript))
     assert bad.exit_code == 2 and "every line must be a chat message" in bad.output
+
+
+def test_prefix_replay_replays_each_thread_of_a_soak_transcript(sim, tmp_path):
+    server, url = sim()
+    system = {"role": "system", "content": "You lead a coding task. " * 60}
+    lines = [{**system, "thread": "orchestrator", "round": 1},
+             {"role": "user", "content": "Task id: word-frequency", "thread": "orchestrator", "round": 1},
+             {"role": "assistant", "content": None, "reasoning": "hmm", "thread": "orchestrator", "round": 1,
+              "tool_calls": [{"id": "c1", "type": "function",
+                              "function": {"name": "delegate", "arguments": "{\"instructions\": \"go\"}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "written", "thread": "orchestrator", "round": 1},
+             {"role": "assistant", "content": "done", "thread": "orchestrator", "round": 1}]
+    coder = [{"role": "system", "content": "You write files. " * 60}, {"role": "user", "content": "go"}]
+    for n in range(3):
+        # The first write's arguments were cut short: replay must still send a valid request.
+        arguments = '{"path": "solution.py", "content"' if n == 0 else '{"path": "solution.py", "content": "x = 1"}'
+        call = {"id": f"w{n}", "type": "function", "function": {"name": "write_file", "arguments": arguments}}
+        coder += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": f"w{n}", "content": "error: not valid JSON" if n == 0 else "ok"}]
+    lines += [{**m, "thread": "coder-1", "round": 1} for m in coder]
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text("\n".join(json.dumps(m) for m in lines))
+    result = gate("prefix-replay", "--base-url", url, "--model", "m", "--transcript", str(transcript))
+    assert result.exit_code == 0, result.output
+    assert "over 3 repeat(s)" in result.output  # orchestrator turn 2, coder turns 2 and 3
+    assert server.stats.requests == 5
