@@ -1,34 +1,12 @@
 import asyncio
-from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
 from soak.config import SoakConfig, with_cli_endpoint
 from soak.doctor import diagnose_all
-from soak.sim import SimServer
-from soak.sim_scenario import Cache, Fault, Reasoning, Scenario, Timing
+from soak.sim_scenario import Cache, Fault, Reasoning
 from soak.stack import free_port
-
-FIXTURES = Path(__file__).parent / "fixtures" / "exercism"
-# A small suite keeps the sim independent of the built-in bank.
-SUITE = f"exercism:{FIXTURES}"
-FAST = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
-
-
-@pytest.fixture
-def sim():
-    servers = []
-
-    def start(**scenario) -> str:
-        server = SimServer(Scenario(timing=FAST, **scenario), seed=5, suite=SUITE)
-        servers.append(server)
-        return server.start()
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def findings_of(url: str) -> dict[str, tuple[str, bool, str, bool]]:
@@ -41,8 +19,8 @@ def doctor_cli(url: str):
     return CliRunner().invoke(main, ["doctor", "--base-url", url, "--model", "soak-sim", "--tries", "2"])
 
 
-def test_healthy_endpoint_passes(sim):
-    url = sim()
+def test_healthy_endpoint_passes(fast_sim):
+    _, url = fast_sim()
     found = findings_of(url)
     assert all(ok for _, ok, _, _ in found.values()), found
     assert found["reachable"][0] == "yes, 1 model(s)" and found["context length"][0] == "32768"
@@ -51,24 +29,26 @@ def test_healthy_endpoint_passes(sim):
     assert doctor_cli(url).exit_code == 0
 
 
-def test_tool_calls_mangled_only_when_streaming(sim):
-    url = sim(faults=[Fault(kind="stream_mangle", rate=1.0, roles=["coder"])])
+def test_tool_calls_mangled_only_when_streaming(fast_sim):
+    _, url = fast_sim(faults=[Fault(kind="stream_mangle", rate=1.0, roles=["coder"])])
     result, ok, advice, critical = findings_of(url)["tool calls"]
     assert "stream {'as_text': 2}" in result and not ok and critical
     assert advice == "tool calls come back mangled when streaming: set stream = false for role orchestrator/coder"
     assert doctor_cli(url).exit_code == 1
 
 
-def test_missing_usage_reasoning_budget_and_no_cache_get_advice(sim):
-    found = findings_of(sim(faults=[Fault(kind="no_usage", rate=1.0), Fault(kind="reasoning_budget", rate=1.0)],
-                            reasoning=Reasoning(enabled=True), cache=Cache(enabled=False)))
+def test_missing_usage_reasoning_budget_and_no_cache_get_advice(fast_sim):
+    _, url = fast_sim(faults=[Fault(kind="no_usage", rate=1.0), Fault(kind="reasoning_budget", rate=1.0)],
+                      reasoning=Reasoning(enabled=True), cache=Cache(enabled=False))
+    found = findings_of(url)
     assert found["usage in streams"][:2] == ("missing", False)
     assert found["reasoning"][2] == "reasoning consumed the whole budget: pass reasoning_effort or raise max_tokens"
     assert "no usage" in found["prefix caching"][0] and not found["prefix caching"][1]
 
 
-def test_no_cache_hits_get_advice(sim):
-    result, ok, advice, _ = findings_of(sim(cache=Cache(enabled=False)))["prefix caching"]
+def test_no_cache_hits_get_advice(fast_sim):
+    _, url = fast_sim(cache=Cache(enabled=False))
+    result, ok, advice, _ = findings_of(url)["prefix caching"]
     assert not ok and "0 hit rate" in result and "enable prefix caching" in advice
 
 

@@ -1,39 +1,17 @@
 import json
-from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.sim import SimServer
-from soak.sim_scenario import Cache, Fault, Scenario, Timing
-
-FIXTURES = Path(__file__).parent / "fixtures" / "exercism"
-# A small suite keeps the sim independent of the built-in bank.
-SUITE = f"exercism:{FIXTURES}"
-FAST = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
-
-
-@pytest.fixture
-def sim():
-    servers = []
-
-    def start(**scenario) -> tuple[SimServer, str]:
-        server = SimServer(Scenario(timing=FAST, **scenario), seed=3, suite=SUITE)
-        servers.append(server)
-        return server, server.start()
-
-    yield start
-    for server in servers:
-        server.stop()
+from soak.sim_scenario import Cache, Fault
 
 
 def gate(*args: str):
     return CliRunner().invoke(main, ["gate", *args])
 
 
-def test_prefill_measures_reported_prompt_tokens(sim, tmp_path):
-    server, url = sim()
+def test_prefill_measures_reported_prompt_tokens(fast_sim, tmp_path):
+    server, url = fast_sim()
     out = tmp_path / "gates.json"
     result = gate("prefill", "--base-url", url, "--model", "m", "--tokens", "1500", "-o", str(out))
     assert result.exit_code == 0, result.output
@@ -47,28 +25,28 @@ def test_prefill_measures_reported_prompt_tokens(sim, tmp_path):
     assert strict.exit_code == 1 and "FAIL  prefill" in strict.output
 
 
-def test_prefix_twin_reads_counter_deltas(sim):
-    _, cached = sim()
+def test_prefix_twin_reads_counter_deltas(fast_sim):
+    _, cached = fast_sim()
     result = gate("prefix-twin", "--base-url", cached, "--model", "m")
     assert result.exit_code == 0 and "PASS  prefix-twin" in result.output
-    _, uncached = sim(cache=Cache(enabled=False))
+    _, uncached = fast_sim(cache=Cache(enabled=False))
     result = gate("prefix-twin", "--base-url", uncached, "--model", "m")
     assert result.exit_code == 1 and "FAIL  prefix-twin    0 hit rate" in result.output
 
 
-def test_unmeasurable_gates_fail_with_the_reason(sim):
-    _, url = sim(max_model_len=4000)
+def test_unmeasurable_gates_fail_with_the_reason(fast_sim):
+    _, url = fast_sim(max_model_len=4000)
     no_metrics = gate("prefix-twin", "--base-url", url, "--model", "m", "--metrics-url", url + "/nothing")
     assert no_metrics.exit_code == 1 and "cannot be measured: no prefix-cache counters" in no_metrics.output
     too_long = gate("long-prompt", "--base-url", url, "--model", "m", "--tokens", "10000")
     assert too_long.exit_code == 1 and "context_window" in too_long.output
-    _, silent = sim(faults=[Fault(kind="no_usage", rate=1.0)])
+    _, silent = fast_sim(faults=[Fault(kind="no_usage", rate=1.0)])
     no_usage = gate("prefill", "--base-url", silent, "--model", "m")
     assert no_usage.exit_code == 1 and "reports no usage" in no_usage.output
 
 
-def test_prefix_replay_of_a_recorded_transcript(sim, tmp_path):
-    _, url = sim()
+def test_prefix_replay_of_a_recorded_transcript(fast_sim, tmp_path):
+    _, url = fast_sim()
     transcript = tmp_path / "transcript.jsonl"
     history = [{"role": "system", "content": "You are a careful engineer. " * 80},
                {"role": "user", "content": "Task id: word-frequency. Write solution.py."}]
@@ -83,8 +61,8 @@ def test_prefix_replay_of_a_recorded_transcript(sim, tmp_path):
     assert bad.exit_code == 2 and "every line must be a chat message" in bad.output
 
 
-def test_prefix_replay_replays_each_thread_of_a_soak_transcript(sim, tmp_path):
-    server, url = sim()
+def test_prefix_replay_replays_each_thread_of_a_soak_transcript(fast_sim, tmp_path):
+    server, url = fast_sim()
     system = {"role": "system", "content": "You lead a coding task. " * 60}
     lines = [{**system, "thread": "orchestrator", "round": 1},
              {"role": "user", "content": "Task id: word-frequency", "thread": "orchestrator", "round": 1},
