@@ -75,10 +75,17 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["pass_rate", "attempts"], ascending=[True, False])
 
 
-def decide(table: pd.DataFrame, rules: RouteRules) -> dict[str, tuple[Route, str]]:
+def typical_calls(tasks: pd.DataFrame) -> float:
+    """What a task usually costs: the median calls of passing attempts (of all judged ones if none passed)."""
+    judged = tasks[tasks["outcome"].isin(MODEL_OUTCOMES)]
+    passed = judged[judged["outcome"] == "pass"]
+    sample = passed if len(passed) else judged
+    return float((sample["orchestrator_calls"] + sample["coder_calls"]).median()) if len(sample) else 0.0
+
+
+def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict[str, tuple[Route, str]]:
     """Apply the rules; each route comes with the sentence that explains it."""
     routes: dict[str, tuple[Route, str]] = {}
-    typical_calls = float(table["median_calls"].median()) if len(table) else 0.0
     for task_id, row in table.iterrows():
         if row.attempts < rules.min_attempts:
             continue
@@ -148,5 +155,5 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     if "budget_seconds" not in rules.model_fields_set and budgets[0]:
         rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
     table = problem_table(tasks)
-    routes = decide(table, rules)
+    routes = decide(table, rules, typical_calls(tasks))
     return render_routing(routes, rules, [run.run_id for run in runs]), table, routes

@@ -1,0 +1,103 @@
+"""Whole nights through the real CLI: self-healing of a crashing server, and the routing round trip."""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from soak.cli import main
+from soak.route import load_routing
+from soak.stack import free_port
+
+SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def soak(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.mark.slow
+def test_crashing_server_is_restarted_by_its_up_command_and_the_night_goes_on(tmp_path, data_dir):
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    # The crash scenario exits on its 3rd request; the state file keeps the count across restarts: it dies once.
+    up = (f"exec {sys.executable} -m soak.sim --port {port} --scenario crash --suite {SUITE} "
+          f"--state {tmp_path / 'sim-state.json'}")
+    config = tmp_path / "soak.toml"
+    config.write_text(f"""
+suite = "{SUITE}"
+concurrency = 1
+[endpoints.sim]
+base_url = "{base_url}"
+model = "soak-sim"
+[roles]
+orchestrator = "sim"
+coder = "sim"
+[sampling]
+interval_seconds = 0.5
+[stack]
+health_interval_seconds = 0.3
+failures_before_down = 2
+[[stack.servers]]
+name = "sim"
+up = "{up}"
+base_url = "{base_url}"
+start_timeout_seconds = 30
+""")
+    result = soak("run", "--config", str(config), "--tasks", "4", "--quiet", "--run-id", "heal")
+    assert result.exit_code == 0, result.output
+    run = data_dir / "heal"
+    events = pd.read_csv(run / "events.csv")
+    kinds = list(events["kind"])
+    assert kinds.index("down") < kinds.index("restart") < kinds.index("up")
+    restarted_at = events.loc[events["kind"] == "up", "at"].iloc[0]
+    tasks = pd.read_csv(run / "tasks.csv")
+    assert len(tasks) == 4
+    assert (tasks.loc[tasks["started_at"] > restarted_at, "outcome"] == "pass").any()
+    samples = pd.read_csv(run / "samples.csv")
+    served = samples[(samples["source"] == "server:sim") & (samples["metric"] == "vllm:prompt_tokens_total")]
+    assert (served["at"] > restarted_at).any() and served["value"].max() > 0  # telemetry followed the new process
+    assert (run / "logs" / "sim.log").read_text().strip()
+
+
+@pytest.mark.slow
+def test_routing_round_trip(tmp_path, data_dir):
+    scenario = tmp_path / "night.toml"
+    scenario.write_text("""
+[timing]
+ttft_seconds = 0
+decode_tokens_per_second = 0
+tokens_per_chunk = 8
+[orchestrator]
+overiterate_tasks = ["two-fer"]
+""")
+    from soak.sim import SimServer, load_scenario
+
+    with SimServer(load_scenario(scenario), seed=1, suite=SUITE) as sim:
+        url = sim.start()
+        first = soak("run", "--base-url", url, "--model", "soak-sim", "--suite", SUITE, "--tasks", "6", "--quiet",
+                     "--run-id", "night-1")
+        assert first.exit_code == 0, first.output
+        routing = tmp_path / "routing.toml"
+        routed = soak("route", "night-1", "-o", str(routing))
+        assert routed.exit_code == 0, routed.output
+        routes = load_routing(routing).tasks
+        assert routes["two-fer"].action == "cap" and "leap-year" not in routes
+        second = soak("run", "--base-url", url, "--model", "soak-sim", "--suite", SUITE, "--tasks", "4", "--quiet",
+                      "--run-id", "night-2", "--routing", str(routing))
+        assert second.exit_code == 0, second.output
+    tasks = pd.read_csv(data_dir / "night-2" / "tasks.csv", keep_default_na=False)
+    two_fer = tasks[tasks["task_id"] == "two-fer"]
+    assert not two_fer.empty and set(two_fer["route"]) == {f"cap:{routes['two-fer'].max_calls}"}
+    assert (two_fer["orchestrator_calls"] + two_fer["coder_calls"] <= routes["two-fer"].max_calls).all()
+    assert set(tasks.loc[tasks["task_id"] == "leap-year", "route"]) == {""}
