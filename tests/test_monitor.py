@@ -94,3 +94,19 @@ def test_server_metrics_scraped_and_missing_endpoint_noted_once(tmp_path, static
     assert [r.value for r in scraped] == [1231.0] * 3
     assert len(notes) == 1 and "llama has no /metrics" in notes[0]
     assert not [r for r in rows if r.error]
+
+
+def test_metrics_scraped_from_the_sim_equal_what_it_served(fast_sim):
+    import openai
+
+    sim, url = fast_sim()
+    client = openai.OpenAI(base_url=url, api_key="EMPTY", max_retries=0)
+    for n in range(4):
+        client.chat.completions.create(model="soak-sim", messages=[{"role": "user", "content": f"hello {n} " * 40}],
+                                       max_tokens=20)
+    source = ServerMetricsSource("sim", url.removesuffix("/v1") + "/metrics", note=lambda text: None)
+    scraped = {metric: value for _, metric, value, labels in asyncio.run(source.read()) if not labels}
+    stats = sim.stats
+    assert scraped["vllm:prompt_tokens_total"] == stats.prompt_tokens > 0
+    assert scraped["vllm:generation_tokens_total"] == stats.completion_tokens > 0
+    assert scraped["vllm:prefix_cache_hits_total"] == stats.cached_tokens
