@@ -8,7 +8,7 @@ import httpx2
 import openai
 
 from soak.config import Endpoint, SoakConfig
-from soak.gate import Probe, run_gates
+from soak.gate import GateResult, Probe, run_gates
 from soak.llm import TOOL_TEXT, ChatEndpoint
 from soak.monitor import fetch_server_metrics
 from soak.stack import metrics_url_for
@@ -100,6 +100,15 @@ async def metrics_engine(url: str | None) -> Finding:
                    "" if prefixes else "no vLLM or llama.cpp series found: samples will miss server metrics")
 
 
+def cache_finding(twin: GateResult) -> Finding:
+    shown = twin.line().split("  ", 1)[1].strip()
+    if twin.measured is None:
+        return Finding("prefix caching", shown, False, "prefix caching cannot be observed on this server")
+    advice = "" if twin.passed else ("no prefix-cache hits observed: enable prefix caching (vLLM "
+                                     "--enable-prefix-caching) or expect slower multi-turn tasks")
+    return Finding("prefix caching", shown, twin.passed, advice)
+
+
 async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: SoakConfig, tries: int) -> list[Finding]:
     stale = min(config.budgets.stale_seconds, 120)
     chat = ChatEndpoint(name, endpoint.model_copy(update={"retries": 0}), stale)
@@ -139,11 +148,12 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
         url = metrics_url_for(config.stack, endpoint.base_url)
         findings.append(await metrics_engine(url))
         small = config.gates.model_copy(update={"twin_tokens": 600})
-        (twin,) = await run_gates(Probe(chat, url), ["prefix-twin"], small, None)
-        cached = twin.measured is not None and twin.passed
-        findings.append(Finding("prefix caching", twin.line().split("  ", 1)[1].strip(), cached,
-                                "" if cached else "no prefix-cache hits observed: enable prefix caching "
-                                "(vLLM --enable-prefix-caching) or expect slower multi-turn tasks"))
+        probe = Probe(chat, url)
+        try:
+            (twin,) = await run_gates(probe, ["prefix-twin"], small, None)
+        finally:
+            await probe.close()
+        findings.append(cache_finding(twin))
     finally:
         await chat.close()
     return findings

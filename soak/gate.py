@@ -64,9 +64,15 @@ class Probe:
     def __init__(self, chat: ChatEndpoint, metrics_url: str | None):
         self.chat, self.metrics_url = chat, metrics_url
         self.tokens_per_word: float | None = None
+        self.unstreamed: ChatEndpoint | None = None
+        """Non-streaming twin, used when the server reports usage only outside streams (llama-cpp-python)."""
+
+    async def close(self) -> None:
+        if self.unstreamed:
+            await self.unstreamed.close()
 
     async def ask(self, messages: list[dict[str, Any]], max_tokens: int = 1) -> CallResult:
-        result = await self.chat.chat(messages, role="probe", max_tokens=max_tokens)
+        result = await (self.unstreamed or self.chat).chat(messages, role="probe", max_tokens=max_tokens)
         if not result.ok:
             raise ProbeFailed(f"probe call failed ({result.status}: {result.error})")
         return result
@@ -74,8 +80,12 @@ class Probe:
     async def prompt_of(self, tokens: int, seed: str) -> str:
         """Text of about `tokens` tokens, sized with the server's own count of a calibration prompt."""
         if self.tokens_per_word is None:
-            calibration = await self.ask([{"role": "user", "content": filler(400, "calibrate-" + seed)}])
-            reported = calibration.rows[-1].prompt_tokens
+            calibration = [{"role": "user", "content": filler(400, "calibrate-" + seed)}]
+            reported = (await self.ask(calibration)).rows[-1].prompt_tokens
+            if not reported and self.chat.endpoint.stream and not self.unstreamed:
+                unstreamed = self.chat.endpoint.model_copy(update={"stream": False})
+                self.unstreamed = ChatEndpoint(self.chat.name, unstreamed, self.chat.stale_seconds)
+                reported = (await self.ask(calibration)).rows[-1].prompt_tokens
             if not reported:
                 raise ProbeFailed("the server reports no usage: prompt sizes cannot be verified")
             self.tokens_per_word = reported / 400
@@ -242,9 +252,12 @@ async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Pa
     results = []
     for name in names:
         try:
-            results.append(await run_gate(probe, name, gates, transcript))
+            result = await run_gate(probe, name, gates, transcript)
         except ProbeFailed as failure:
-            results.append(unmeasurable(name, getattr(gates, THRESHOLDS[name]), str(failure)))
+            result = unmeasurable(name, getattr(gates, THRESHOLDS[name]), str(failure))
+        if probe.unstreamed:
+            result.detail += " (probed without streaming: the server's streams report no usage)"
+        results.append(result)
     return results
 
 
@@ -275,9 +288,11 @@ def run_gate_command(
 
     async def go() -> list[GateResult]:
         chat = ChatEndpoint(getattr(config.roles, role), endpoint, config.budgets.stale_seconds)
+        probe = Probe(chat, url)
         try:
-            return await run_gates(Probe(chat, url), names, gates, transcript)
+            return await run_gates(probe, names, gates, transcript)
         finally:
+            await probe.close()
             await chat.close()
 
     results = asyncio.run(go())

@@ -43,7 +43,7 @@ def test_missing_usage_reasoning_budget_and_no_cache_get_advice(fast_sim):
     found = findings_of(url)
     assert found["usage in streams"][:2] == ("missing", False)
     assert found["reasoning"][2] == "reasoning consumed the whole budget: pass reasoning_effort or raise max_tokens"
-    assert "no usage" in found["prefix caching"][0] and not found["prefix caching"][1]
+    assert "probed without streaming" in found["prefix caching"][0] and not found["prefix caching"][1]
 
 
 def test_no_cache_hits_get_advice(fast_sim):

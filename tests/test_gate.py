@@ -40,9 +40,15 @@ def test_unmeasurable_gates_fail_with_the_reason(fast_sim):
     assert no_metrics.exit_code == 1 and "cannot be measured: no prefix-cache counters" in no_metrics.output
     too_long = gate("long-prompt", "--base-url", url, "--model", "m", "--tokens", "10000")
     assert too_long.exit_code == 1 and "context_window" in too_long.output
-    _, silent = fast_sim(faults=[Fault(kind="no_usage", rate=1.0)])
-    no_usage = gate("prefill", "--base-url", silent, "--model", "m")
-    assert no_usage.exit_code == 1 and "reports no usage" in no_usage.output
+    unreachable = gate("prefill", "--base-url", url.replace(url.split(":")[-1], "9/v1"), "--model", "m")
+    assert unreachable.exit_code == 1 and "probe call failed (connection" in unreachable.output
+
+
+def test_streams_without_usage_are_probed_unstreamed(fast_sim):
+    """llama-cpp-python reports usage only outside streams: the gate says so and still measures."""
+    _, url = fast_sim(faults=[Fault(kind="no_usage", rate=1.0)])
+    result = gate("prefill", "--base-url", url, "--model", "m", "--tokens", "500")
+    assert result.exit_code == 0 and "probed without streaming" in result.output
 
 
 def test_prefix_replay_of_a_recorded_transcript(fast_sim, tmp_path):
