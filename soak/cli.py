@@ -214,7 +214,7 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
 def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | None, model: str | None,
          mode: str | None) -> None:
     """Run one task end to end and print each call and the result as tables. Exit 0 on pass, 1 otherwise."""
-    from soak.agent import try_command
+    from soak.trial import try_command
 
     sys.exit(0 if try_command(task_ref, suite, config_path, base_url, model, mode) else 1)
 

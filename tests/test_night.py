@@ -101,3 +101,19 @@ overiterate_tasks = ["two-fer"]
     assert not two_fer.empty and set(two_fer["route"]) == {f"cap:{routes['two-fer'].max_calls}"}
     assert (two_fer["orchestrator_calls"] + two_fer["coder_calls"] <= routes["two-fer"].max_calls).all()
     assert set(tasks.loc[tasks["task_id"] == "leap-year", "route"]) == {""}
+
+
+@pytest.mark.slow
+def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir):
+    import psutil
+
+    def embedded_servers() -> set[int]:
+        return {p.pid for p in psutil.process_iter(["cmdline"]) if "llama_cpp.server" in (p.info["cmdline"] or [])}
+
+    before = embedded_servers()
+    result = soak("try", "--task", "word-frequency", "--suite", "builtin")
+    assert result.exit_code in (0, 1), result.output
+    assert "server_ready embedded" in result.output and "server_stop embedded" in result.output
+    assert "SmolLM2-135M-Instruct" in result.output and "tests_total" in result.output
+    assert embedded_servers() <= before  # nothing left running
+    assert list((data_dir / "try").glob("word-frequency-*/transcript.jsonl"))
