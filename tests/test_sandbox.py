@@ -11,13 +11,14 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from soak import sandbox
+from soak import jail, sandbox
 from soak.cli import main
-from soak.sandbox import Limits, judge
+from soak.jail import Limits
+from soak.sandbox import judge
 from soak.tasks import TaskSpec, find_task
 
 WORD_FREQUENCY = Path(__file__).resolve().parents[1] / "tasks" / "word-frequency"
-KINDS = [kind for kind in sandbox.ISOLATION_KINDS if sandbox.works(kind)]
+KINDS = [kind for kind in jail.ISOLATION_KINDS if jail.works(kind)]
 NAMESPACED = sandbox.isolation_kind() != "session"
 
 
@@ -432,7 +433,7 @@ def test_writes_outside_the_workspace_are_blocked(tmp_path):
 
 
 def test_capped_output_keeps_head_and_tail():
-    out = sandbox.CappedOutput(10)
+    out = jail.CappedOutput(10)
     for chunk in (b"abc", b"defgh", b"ijklmnop", b"qrst"):
         out.add(chunk)
     assert (bytes(out.head), bytes(out.tail), out.dropped) == (b"abcde", b"pqrst", 10)
