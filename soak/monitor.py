@@ -1,6 +1,7 @@
 """Telemetry samplers (host, processes, GPU, server /metrics), each isolated, written to samples.csv."""
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -84,33 +85,49 @@ def sample_host() -> list[Reading]:
     ]
 
 
-def process_tree_usage(pid: int) -> tuple[float, float]:
-    """RSS bytes and CPU percent of a process and all its descendants."""
-    root = psutil.Process(pid)
-    rss = cpu = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            rss += proc.memory_info().rss
-            cpu += proc.cpu_percent(None)
-        except psutil.NoSuchProcess:
-            continue
-    return rss, cpu
+class ProcessTrees:
+    """RSS and CPU of process trees. psutil handles are kept between samples, since a process's CPU percent is
+    measured from one call to the next on the same handle; handles of processes gone are dropped."""
+
+    def __init__(self) -> None:
+        self.handles: dict[int, psutil.Process] = {}
+
+    def walk(self, pid: int, skip: set[int], seen: dict[int, psutil.Process]) -> None:
+        handle = self.handles.get(pid)
+        if handle is None or not handle.is_running():
+            handle = psutil.Process(pid)
+        seen[pid] = handle
+        for child in handle.children():
+            if child.pid not in skip:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    self.walk(child.pid, skip, seen)
+
+    def usage(self, trees: dict[str, int], skip: set[int] = frozenset()) -> list[Reading]:
+        """(source, rss_bytes / cpu_percent) per named tree; subtrees rooted at `skip` pids are left out."""
+        readings: list[Reading] = []
+        seen: dict[int, psutil.Process] = {}
+        for source, root in trees.items():
+            rss = cpu = 0.0
+            tree: dict[int, psutil.Process] = {}
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.walk(root, skip, tree)
+            for handle in tree.values():
+                with contextlib.suppress(psutil.Error):
+                    rss += handle.memory_info().rss
+                    cpu += handle.cpu_percent(None)
+            seen.update(tree)
+            if tree:
+                readings += [(source, "rss_bytes", rss, ""), (source, "cpu_percent", cpu, "")]
+        self.handles = seen
+        return readings
 
 
-def sample_process(source: str, pid: int) -> list[Reading]:
-    rss, cpu = process_tree_usage(pid)
-    return [(source, "rss_bytes", rss, ""), (source, "cpu_percent", cpu, "")]
-
-
-def sample_servers(pids: Callable[[], dict[str, int]]) -> list[Reading]:
-    """Every server process tree soak started; one that is gone (restarting) is skipped."""
-    readings: list[Reading] = []
-    for name, pid in pids().items():
-        try:
-            readings += sample_process(f"server:{name}", pid)
-        except psutil.Error:
-            continue
-    return readings
+def sample_processes(trees: ProcessTrees, server_pids: Callable[[], dict[str, int]]) -> list[Reading]:
+    """The harness (with its sandboxes, without the servers it started) and each server's tree; a server that is
+    gone (restarting) is skipped."""
+    servers = server_pids()
+    named = {"harness": os.getpid(), **{f"server:{name}": pid for name, pid in servers.items()}}
+    return trees.usage(named, skip=set(servers.values()))
 
 
 GPU_QUERY = "memory.used,memory.total,utilization.gpu"
@@ -168,10 +185,10 @@ class ServerMetricsSource:
 def default_samplers(
     server_pids: Callable[[], dict[str, int]], metrics: list[ServerMetricsSource]
 ) -> list[Sampler]:
+    trees = ProcessTrees()
     samplers = [
         Sampler("host", sample_host),
-        Sampler("harness", lambda: sample_process("harness", os.getpid())),
-        Sampler("servers", lambda: sample_servers(server_pids)),
+        Sampler("processes", lambda: sample_processes(trees, server_pids)),
     ]
     if shutil.which("nvidia-smi"):
         samplers.append(Sampler("gpu", sample_gpu))

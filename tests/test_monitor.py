@@ -110,3 +110,27 @@ def test_metrics_scraped_from_the_sim_equal_what_it_served(fast_sim):
     assert scraped["vllm:prompt_tokens_total"] == stats.prompt_tokens > 0
     assert scraped["vllm:generation_tokens_total"] == stats.completion_tokens > 0
     assert scraped["vllm:prefix_cache_hits_total"] == stats.cached_tokens
+
+
+def test_harness_tree_leaves_out_servers_and_cpu_spans_the_interval():
+    import subprocess
+    import sys
+    import time
+
+    from soak.monitor import ProcessTrees, sample_processes
+
+    server = subprocess.Popen([sys.executable, "-c", "x = bytearray(300_000_000); import time; time.sleep(60)"])
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # e.g. a sandboxed test run
+    try:
+        time.sleep(1.5)
+        trees = ProcessTrees()
+        sample_processes(trees, lambda: {"vllm": server.pid})
+        time.sleep(1.0)
+        readings = {(source, metric): value for source, metric, value, _ in
+                    sample_processes(trees, lambda: {"vllm": server.pid})}
+    finally:
+        server.kill()
+        busy.kill()
+    assert readings[("server:vllm", "rss_bytes")] > 250e6
+    assert readings[("harness", "rss_bytes")] < readings[("server:vllm", "rss_bytes")]
+    assert readings[("harness", "cpu_percent")] > 40  # the busy child, measured over the last second
