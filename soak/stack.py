@@ -281,8 +281,10 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     flags = [part for key, value in settings.items() for part in (f"--{key}", value)]
     up = shlex.join([sys.executable, "-m", "llama_cpp.server", *flags])
     base_url = f"http://127.0.0.1:{port}/v1"
-    server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{base_url}/models", metrics_url="",
-                    start_timeout_seconds=180)
+    # /v1/models waits for the model lock, so it times out while a long completion runs; /openapi.json does not,
+    # and is served only once the model has loaded.
+    server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{root_url(base_url)}/openapi.json",
+                    metrics_url="", start_timeout_seconds=180)
     endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, max_tokens=768, temperature=0.2,
                         max_concurrent_calls=1)
     info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
