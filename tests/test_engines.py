@@ -1,0 +1,319 @@
+"""Soak against the real engines: vLLM's CPU build and llama-cpp-python, both serving the bundled SmolLM2 model.
+
+Minutes, not seconds: one vLLM server is shared by its tests; llama.cpp servers are started by soak itself (the
+embedded default, and an `up` command that self-healing restarts). CI runs them all (`.ci/run` prepares the vLLM
+venv first); locally SOAK_SKIP_ENGINES=1 skips them, and so does an engine that cannot be set up (never in CI).
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import psutil
+import pytest
+
+from soak.record import MODEL_OUTCOMES
+from soak.stack import EMBEDDED_MODEL, free_port
+from soak.tools import path_escapes
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+SOAK = str(Path(sys.executable).parent / "soak")
+CACHE = os.environ.get("SOAK_CACHE_DIR") or "/tmp/soak-engine-cache"
+"""Never ~/.cache in tests; CI exports the same default, so its `soak engine setup vllm` step is reused here."""
+VERDICTS = {"ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"}
+# Short tasks: the tiny model rarely passes, and the pipeline is what is under test.
+BUDGETS = """
+[budgets]
+task_seconds = 150
+max_calls = 8
+max_rounds = 2
+max_coder_turns = 2
+
+[sampling]
+interval_seconds = 2
+"""
+
+
+def unavailable(reason: str) -> None:
+    """Locally an engine that cannot be set up is skipped with its reason; in CI it is a failure."""
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def engines_wanted():
+    if os.environ.get("SOAK_SKIP_ENGINES") == "1" and not IN_CI:
+        pytest.skip("SOAK_SKIP_ENGINES=1: real-engine tests not run")
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "SOAK_CACHE_DIR": CACHE, "SOAK_DATA_DIR": str(tmp / "data"), "COLUMNS": "300"}
+
+
+def soak(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([SOAK, *args], cwd=cwd, env=environment(cwd), capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def wait_http(url: str, process: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx2.get(url, timeout=5).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(2)
+    pytest.fail(f"{url} not healthy after {timeout:.0f} s: {log.read_text(errors='replace')[-2000:]}")
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """The server was started in its own session by this test: end that group only."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def doctor_rows(output: str) -> dict[str, tuple[str, str]]:
+    """`soak doctor`'s table -> check: (result, advice), wrapped cells joined."""
+    found: dict[str, list[str]] = {}
+    last = ""
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) != 3:
+            continue
+        last = cells[0] or last
+        entry = found.setdefault(last, ["", ""])
+        entry[0], entry[1] = f"{entry[0]} {cells[1]}".strip(), f"{entry[1]} {cells[2]}".strip()
+    return {check: (result, advice) for check, (result, advice) in found.items()}
+
+
+def run_folder(tmp: Path, run_id: str) -> Path:
+    return tmp / "data" / run_id
+
+
+def assert_tasks_recorded(folder: Path, count: int) -> list[dict[str, str]]:
+    tasks = rows(folder / "tasks.csv")
+    assert len(tasks) == count, tasks
+    assert all(t["outcome"] in MODEL_OUTCOMES for t in tasks), [(t["task_id"], t["outcome"]) for t in tasks]
+    return tasks
+
+
+# --- vLLM ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="class")
+def vllm(tmp_path_factory):
+    """`soak engine setup vllm` (cached), then one `soak engine serve vllm` shared by the class, stopped at its end."""
+    home = tmp_path_factory.mktemp("vllm")
+    setup = soak("engine", "setup", "vllm", cwd=home, timeout=1500)
+    if setup.returncode != 0:
+        unavailable(f"vLLM cannot be set up here: {setup.stderr.strip()[-500:]}")
+    port, log = free_port(), home / "vllm.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([SOAK, "engine", "serve", "vllm", "--port", str(port)], cwd=home,
+                                   env=environment(home), stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", process, log, timeout=900)
+        yield port
+    finally:
+        stop_group(process)
+
+
+@pytest.mark.timeout(2400)
+class TestVllm:
+    def test_doctor_reports_what_the_real_server_supports(self, vllm, tmp_path):
+        result = soak("doctor", "--base-url", f"http://127.0.0.1:{vllm}/v1", "--model", EMBEDDED_MODEL,
+                      "--tries", "2", cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = doctor_rows(result.stdout)
+        assert found["reachable"][0] == "yes, 1 model(s)"
+        assert found["model served"][0] == EMBEDDED_MODEL
+        assert found["context length"][0] == "8192"
+        assert found["streaming"][0] == "works"
+        assert found["usage in streams"][0] == "reported"
+        assert found["/metrics"][0].endswith("(vllm)"), found["/metrics"]
+        assert found["prefix caching"][0].startswith("prefix-twin"), found["prefix caching"]
+        assert "hit rate" in found["prefix caching"][0] and not found["prefix caching"][1]
+        # SmolLM2 answers in plain text through the hermes parser: no tool call, never a broken one.
+        tools, advice = found["tool calls"]
+        assert "'none': 2" in tools and not any(bad in tools for bad in VERDICTS - {"none"}), tools
+        assert "fenced-code fallback" in advice
+
+    def test_gate_prefix_twin_reads_the_real_counters(self, vllm, tmp_path):
+        metrics = f"http://127.0.0.1:{vllm}/metrics"
+
+        def hits() -> float:
+            lines = httpx2.get(metrics, timeout=10).text.splitlines()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                       if line.startswith("vllm:prefix_cache_hits_total{"))
+
+        before = hits()
+        result = soak("gate", "prefix-twin", "--base-url", f"http://127.0.0.1:{vllm}/v1", "--model", EMBEDDED_MODEL,
+                      "-o", str(tmp_path / "gate.json"), cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        gate = json.loads((tmp_path / "gate.json").read_text())["gates"][0]
+        assert gate["name"] == "prefix-twin" and gate["passed"]
+        assert gate["measured"] >= 0.9, gate
+        assert hits() - before > 1000, "the counter behind the gate did not move by the twin's prompt"
+
+    def test_short_run_records_vllm_series_and_the_report_renders(self, vllm, tmp_path):
+        config = soak("engine", "config", "vllm", "--port", str(vllm), cwd=tmp_path)
+        assert config.returncode == 0, config.stderr
+        (tmp_path / "soak.toml").write_text(config.stdout.replace("max_tokens = 768", "max_tokens = 384") + BUDGETS)
+        run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "vllm-run", cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        folder = run_folder(tmp_path, "vllm-run")
+        assert_tasks_recorded(folder, 2)
+        calls = rows(folder / "calls.csv")
+        assert calls and all(c["status"] == "ok" and c["stream"] == "True" and c["endpoint"] == "vllm" for c in calls)
+        assert {c["role"] for c in calls} <= {"orchestrator", "coder"}
+        assert all(int(c["prompt_tokens"]) > 0 for c in calls)
+        # Revision rounds extend the first prompt: vLLM reports the reused prefix per request.
+        assert sum(int(c["cached_tokens"] or 0) for c in calls) > 0, calls
+        events = rows(folder / "events.csv")
+        assert any(e["kind"] == "server_ready" and "already running" in e["detail"] for e in events), events
+        samples = [s for s in rows(folder / "samples.csv") if s["source"] == "server:vllm" and not s["error"]]
+        names = {s["metric"] for s in samples}
+        assert {"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
+                "vllm:generation_tokens_total", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"} <= names
+        generated = [float(s["value"]) for s in samples if s["metric"] == "vllm:generation_tokens_total"]
+        assert generated[-1] > generated[0], "the scraped generation counter never moved during the run"
+
+        report = soak("report", "vllm-run", "-o", str(tmp_path / "report" / "index.html"), cwd=tmp_path)
+        assert report.returncode == 0, report.stderr
+        html = (tmp_path / "report" / "index.html").read_text()
+        assert "<h2>Server" in html and "data:image/png;base64," in html
+        summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+        assert summary["tasks"] == 2 and summary["infra_errors"] == 0 and summary["calls"] == len(calls)
+
+
+# --- llama.cpp (llama-cpp-python) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def llamacpp(tmp_path):
+    setup = soak("engine", "setup", "llamacpp", cwd=tmp_path)
+    if setup.returncode != 0:
+        unavailable(f"llama.cpp cannot be set up here (pip install -e '.[local]'): {setup.stderr.strip()[-300:]}")
+
+
+def written_paths(folder: Path) -> list[str]:
+    """Every path a write_file call asked for, from the transcripts."""
+    paths = []
+    for transcript in folder.glob("work/*/*/transcript.jsonl"):
+        for line in transcript.read_text().splitlines():
+            for call in json.loads(line).get("tool_calls") or []:
+                function = call.get("function", {})
+                if function.get("name") == "write_file":
+                    try:
+                        paths.append(json.loads(function.get("arguments") or "{}").get("path", ""))
+                    except (ValueError, AttributeError):
+                        continue
+    return [p for p in paths if isinstance(p, str)]
+
+
+@pytest.mark.timeout(900)
+class TestLlamacpp:
+    def test_embedded_default_short_run(self, llamacpp, tmp_path):
+        (tmp_path / "soak.toml").write_text(BUDGETS)  # no endpoint: the embedded default serves both roles
+        started = time.time()
+        run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "embedded", cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        folder = run_folder(tmp_path, "embedded")
+        info = json.loads((folder / "run.json").read_text())
+        assert info["stack"]["engine"] == "llama-cpp-python" and info["stack"]["embedded"]
+        assert_tasks_recorded(folder, 2)
+        calls = rows(folder / "calls.csv")
+        assert calls and all(c["stream"] == "False" for c in calls)
+        assert all(c["status"] in ("ok", "cancelled") for c in calls), [(c["status"], c["error"]) for c in calls]
+        assert all(int(c["prompt_tokens"]) > 0 for c in calls if c["status"] == "ok")
+        assert {c["integrity"] for c in calls} <= VERDICTS
+        kinds = [e["kind"] for e in rows(folder / "events.csv")]
+        assert kinds.count("server_start") == 1 and "server_ready" in kinds and kinds[-1] == "server_stop"
+        # A busy llama-cpp-python is not a dead one: long completions must not trip the health watchdog.
+        assert not {"health_fail", "down", "restart"} & set(kinds), kinds
+        for path in written_paths(folder):
+            if path_escapes(path):
+                target = Path(path).expanduser()
+                assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
+        port = int(info["stack"]["settings"]["port"])
+        with pytest.raises(httpx2.ConnectError):
+            httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
+
+    def test_killed_server_is_restarted_with_its_up_command(self, llamacpp, tmp_path):
+        port = free_port()
+        config = soak("engine", "config", "llamacpp", "--port", str(port), cwd=tmp_path)
+        assert config.returncode == 0, config.stderr
+        stack = "[stack]\nhealth_interval_seconds = 1\nfailures_before_down = 2\n"
+        (tmp_path / "soak.toml").write_text(config.stdout + BUDGETS + stack)
+        folder = run_folder(tmp_path, "heal")
+        runner = subprocess.Popen([SOAK, "run", "--config", "soak.toml", "--tasks", "3", "--quiet", "--run-id", "heal"],
+                                  cwd=tmp_path, env=environment(tmp_path), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        try:
+            victim = self.server_once_busy(runner, folder)
+            killed_at = time.time()
+            victim.kill()
+            output, _ = runner.communicate(timeout=600)
+        finally:
+            if runner.poll() is None:
+                runner.send_signal(signal.SIGTERM)
+                runner.wait(timeout=60)
+        assert runner.returncode == 0, output
+        events = [e for e in rows(folder / "events.csv") if e["source"] == "llamacpp"]
+        kinds = [e["kind"] for e in events]
+        assert kinds[:2] == ["server_start", "server_ready"], kinds
+        assert "down" in kinds and "restart" in kinds, kinds
+        down, restart = kinds.index("down"), kinds.index("restart")
+        up = kinds.index("up", restart)
+        assert float(events[down]["at"]) >= killed_at and down < restart < up
+        first_pid, new_pid = events[0]["detail"].split()[-1], events[up]["detail"].split()[-1]
+        assert first_pid != new_pid, (first_pid, new_pid)
+        tasks = rows(folder / "tasks.csv")
+        assert len(tasks) == 3 and "harness_error" not in {t["outcome"] for t in tasks}, tasks
+        back_at = float(events[up]["at"])
+        calls = rows(folder / "calls.csv")
+        assert any(c["status"] == "ok" and float(c["started_at"]) > back_at for c in calls), "no call after the restart"
+        assert max(float(t["ended_at"]) for t in tasks) > back_at
+        assert not psutil.pid_exists(victim.pid) or psutil.Process(victim.pid).status() == psutil.STATUS_ZOMBIE
+        with pytest.raises(httpx2.ConnectError):
+            httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
+
+    @staticmethod
+    def server_once_busy(runner: subprocess.Popen, folder: Path) -> psutil.Process:
+        """The llama.cpp server soak started, once the run has recorded its first call (a kill lands mid-run)."""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert runner.poll() is None, runner.stdout.read() if runner.stdout else ""
+            calls = folder / "calls.csv"
+            if calls.exists() and len(rows(calls)) >= 1:
+                servers = [p for p in psutil.Process(runner.pid).children(recursive=True)
+                           if "llama_cpp.server" in " ".join(p.cmdline())]
+                if servers:
+                    return servers[0]
+            time.sleep(1)
+        pytest.fail("the run recorded no call within 300 s")
