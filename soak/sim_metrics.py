@@ -247,7 +247,7 @@ class VllmCollector:
         success = CounterMetricFamily(
             "vllm:request_success", "Count of successfully processed requests.", labels=[*labels, "finished_reason"]
         )
-        for reason in ("stop", "length", "abort"):
+        for reason in ("stop", "length", "abort", "error", "repetition"):  # vLLM 0.32.0 exposes all five
             success.add_metric([*self.values, reason], s.by_finish.get(reason, 0))
         yield success
         yield self.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft)
