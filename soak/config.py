@@ -29,6 +29,8 @@ class Endpoint(Strict):
     max_tokens: int = 2048
     """Completion tokens per call."""
     temperature: float = 0.2
+    tool_choice: Literal["auto", "required"] | None = None
+    """Sent with the tools when set; llama-cpp-python makes no tool calls unless it gets "auto"."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra request fields, e.g. {reasoning_effort = "low"} or {chat_template_kwargs = {...}}."""
     calls_per_second: float = 50.0

@@ -58,9 +58,9 @@ class CallResult(BaseModel):
     def message(self, raw: bool = False) -> dict[str, Any]:
         """The assistant message to send back, where unparseable arguments become {} so chat templates can render
         them; `raw` keeps the arguments as the model wrote them (and its reasoning), for the transcript."""
+        # Content stays a string beside tool calls: llama-cpp-python answers a null content with HTTP 500.
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            message["content"] = self.content or None
             message["tool_calls"] = [
                 {
                     "id": call.id,
@@ -310,6 +310,8 @@ class ChatEndpoint:
         }
         if tools:
             request["tools"] = tools
+            if self.endpoint.tool_choice:
+                request["tool_choice"] = self.endpoint.tool_choice
         if self.endpoint.extra_body:
             request["extra_body"] = self.endpoint.extra_body
         call = _Call(request, tools, role, max_tokens, context, on_row)

@@ -273,3 +273,18 @@ def test_cancel_records_a_cancelled_row_and_propagates():
     with pytest.raises(asyncio.CancelledError):
         run(scenario())
     assert [r.status for r in rows] == ["cancelled"]
+
+
+def test_tool_choice_sent_only_when_configured_and_content_stays_a_string():
+    reply = sse(chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function",
+                                       "function": {"name": "read_file", "arguments": '{"path": "solution.py"}'}}]},
+                      finish="tool_calls"), chunk(usage=USAGE))
+    plain, seen_plain = endpoint_with([reply])
+    result = run(plain.chat([{"role": "user", "content": "go"}], TOOLS))
+    assert "tool_choice" not in seen_plain[0]
+    # llama-cpp-python answers a null content beside tool calls with HTTP 500.
+    assert result.message()["content"] == ""
+    auto, seen_auto = endpoint_with([reply], tool_choice="auto")
+    run(auto.chat([{"role": "user", "content": "go"}], TOOLS))
+    run(auto.chat([{"role": "user", "content": "no tools offered"}]))
+    assert seen_auto[0]["tool_choice"] == "auto" and "tool_choice" not in seen_auto[1]
