@@ -4,6 +4,7 @@ from click.testing import CliRunner
 
 from soak.cli import main
 from soak.sim_scenario import Cache, Fault
+from soak.stack import free_port
 
 
 def gate(*args: str):
@@ -40,7 +41,7 @@ def test_unmeasurable_gates_fail_with_the_reason(fast_sim):
     assert no_metrics.exit_code == 1 and "cannot be measured: no prefix-cache counters" in no_metrics.output
     too_long = gate("long-prompt", "--base-url", url, "--model", "m", "--tokens", "10000")
     assert too_long.exit_code == 1 and "context_window" in too_long.output
-    unreachable = gate("prefill", "--base-url", url.replace(url.split(":")[-1], "9/v1"), "--model", "m")
+    unreachable = gate("prefill", "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m")
     assert unreachable.exit_code == 1 and "probe call failed (connection" in unreachable.output
 
 
