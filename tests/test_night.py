@@ -117,3 +117,40 @@ def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir):
     assert "SmolLM2-135M-Instruct" in result.output and "tests_total" in result.output
     assert embedded_servers() <= before  # nothing left running
     assert list((data_dir / "try").glob("word-frequency-*/transcript.jsonl"))
+
+
+@pytest.mark.slow
+def test_metrics_port_serves_the_night_while_it_runs(tmp_path, data_dir):
+    import os
+    import subprocess
+    import time
+
+    import httpx2
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from soak.sim import SimServer
+    from soak.sim_scenario import Scenario, Timing
+
+    port = free_port()
+    with SimServer(Scenario(timing=Timing(ttft_seconds=0.2, decode_tokens_per_second=0)), suite=SUITE) as sim:
+        url = sim.start()
+        soak_bin = Path(sys.executable).with_name("soak")
+        run = subprocess.Popen([str(soak_bin), "run", "--base-url", url, "--model", "soak-sim", "--suite", SUITE,
+                                "--tasks", "8", "--quiet", "--metrics-port", str(port)],
+                               env={**os.environ, "SOAK_DATA_DIR": str(data_dir)}, stdout=subprocess.DEVNULL)
+        finished = 0.0
+        try:
+            deadline = time.monotonic() + 60
+            while run.poll() is None and time.monotonic() < deadline and not finished:
+                try:
+                    text = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                except httpx2.HTTPError:
+                    time.sleep(0.1)
+                    continue
+                finished = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                               if s.name == "soak_tasks_total")
+                time.sleep(0.1)
+            assert run.wait(timeout=60) == 0
+        finally:
+            run.kill()
+    assert finished >= 1  # scraped mid-run: the exporter counts what the run has recorded so far
