@@ -18,6 +18,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from soak.config import Endpoint, SoakConfig
 from soak.record import CallRow, CallStatus, Integrity
+from soak.reply import Reply, dict_or_fail, reasoning_exhausted
 from soak.tools import ToolCall, judge_tool_calls
 
 Role = Literal["orchestrator", "coder", "probe"]
@@ -100,133 +101,6 @@ class ChatModel(Protocol):
     ) -> CallResult: ...
 
 
-def reasoning_exhausted(
-    finish_reason: str, content: str, reasoning: str, has_tool_calls: bool, completion_tokens: int | None,
-    max_tokens: int | None,
-) -> bool:
-    """Thinking used the whole budget and left no answer (serving-metrics.md section 5.2)."""
-    if has_tool_calls:
-        return False
-    text = content.strip()
-    open_think = "<think>" in text and "</think>" not in text
-    if finish_reason == "length" and ((not text and reasoning.strip()) or open_think):
-        return True
-    return not text and completion_tokens is not None and max_tokens is not None and completion_tokens >= max_tokens
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _dict_or_fail(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-class _Collector:
-    """Accumulates one attempt's reply from SSE events or a whole completion (plain JSON), with timestamps."""
-
-    def __init__(self) -> None:
-        self.started_at = time.time()
-        self.start = time.perf_counter()
-        self.first_byte: float | None = None
-        self.first_token: float | None = None
-        self.last_token: float | None = None
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.slots: dict[int, dict[str, str]] = {}
-        self.finish: str | None = None
-        self.usage: dict[str, Any] | None = None
-        self.server_tps: float | None = None
-
-    def sent(self) -> None:
-        """The request goes out now: the clock starts here, so client-side queueing is not counted as TTFT."""
-        self.started_at, self.start = time.time(), time.perf_counter()
-
-    def event(self, data: dict[str, Any], now: float) -> None:
-        """One chunk of a stream, taken at `now` (when its line arrived)."""
-        if "error" in data:
-            error = data["error"]
-            raise ValueError(f"error event in stream: {_dict(error).get('message') or error}")
-        if data.get("usage"):
-            self.usage = _dict(data["usage"])
-        choices = data.get("choices")
-        if not choices:
-            return
-        choice = _dict(choices[0])
-        delta = _dict(choice.get("delta"))
-        token = False
-        if text := _text(delta.get("content")):
-            self.content.append(text)
-            token = True
-        if text := _text(delta.get("reasoning") or delta.get("reasoning_content")):
-            self.reasoning.append(text)
-            token = True
-        for call in delta.get("tool_calls") or ():
-            token = True
-            call, function = _dict(call), _dict(_dict(call).get("function"))
-            index = call.get("index")
-            if not isinstance(index, int):  # Some servers omit it: a name opens a call, a bare fragment continues one.
-                index = len(self.slots) if function.get("name") else max(len(self.slots) - 1, 0)
-            slot = self.slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
-            slot["id"] = _text(call.get("id")) or slot["id"]
-            slot["name"] = slot["name"] or _text(function.get("name"))
-            slot["arguments"] += _text(function.get("arguments"))
-        if token:
-            if self.first_token is None:
-                self.first_token = now
-            self.last_token = now
-        if choice.get("finish_reason"):
-            self.finish = str(choice["finish_reason"])
-
-    def completion(self, data: dict[str, Any]) -> None:
-        """A whole (non-streamed) reply."""
-        self.first_byte = time.perf_counter()
-        self.usage = _dict(data.get("usage")) or None
-        timings = _dict(data.get("timings"))
-        if isinstance(timings.get("predicted_per_second"), int | float):
-            self.server_tps = float(timings["predicted_per_second"])
-        choices = data.get("choices")
-        if not choices:
-            raise ValueError("reply without choices")
-        choice = _dict(choices[0])
-        message = _dict(choice.get("message"))
-        self.finish = _text(choice.get("finish_reason")) or None
-        self.content.append(_text(message.get("content")))
-        self.reasoning.append(_text(message.get("reasoning") or message.get("reasoning_content")))
-        for index, call in enumerate(message.get("tool_calls") or ()):
-            function = _dict(_dict(call).get("function"))
-            self.slots[index] = {
-                "id": _text(_dict(call).get("id")),
-                "name": _text(function.get("name")),
-                "arguments": _text(function.get("arguments")),
-            }
-
-    def tool_calls(self) -> list[ToolCall]:
-        return [
-            ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
-            for index, slot in sorted(self.slots.items())
-        ]
-
-    def usage_numbers(self) -> dict[str, int | None]:
-        usage = self.usage or {}
-
-        def number(value: Any) -> int | None:
-            return value if isinstance(value, int) else None
-
-        return {
-            "prompt_tokens": number(usage.get("prompt_tokens")),
-            "completion_tokens": number(usage.get("completion_tokens")),
-            "reasoning_tokens": number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
-            "cached_tokens": number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
-        }
-
-
 @dataclass
 class _Call:
     """What every attempt of one logical call shares."""
@@ -239,7 +113,7 @@ class _Call:
     on_row: Callable[[CallRow], None] | None
 
 
-_SENDING: ContextVar[_Collector | None] = ContextVar("soak_sending", default=None)
+_SENDING: ContextVar[Reply | None] = ContextVar("soak_sending", default=None)
 
 
 async def _mark_sent(request: httpx2.Request) -> None:
@@ -334,7 +208,7 @@ class ChatEndpoint:
         return result.model_copy(update={"rows": rows})
 
     async def _attempt(self, call: _Call, attempt: int) -> CallResult:
-        got = _Collector()
+        got = Reply()
         sending = _SENDING.set(got)
         try:
             status, http_status, error = await self._send(call.request, got)
@@ -345,14 +219,14 @@ class ChatEndpoint:
             _SENDING.reset(sending)
         return self._emit(call, got, attempt, status, http_status, error)
 
-    async def _send(self, request: dict[str, Any], got: _Collector) -> tuple[CallStatus, int | None, str]:
+    async def _send(self, request: dict[str, Any], got: Reply) -> tuple[CallStatus, int | None, str]:
         """Run the request into `got`; return (status, http status, error text)."""
         completions = self.client.chat.completions
         try:
             async with asyncio.timeout(self.stale_seconds) as watchdog:
                 if not self.endpoint.stream:
                     raw = await completions.with_raw_response.create(**request)
-                    got.completion(_dict_or_fail(json.loads(await raw.http_response.aread())))
+                    got.completion(dict_or_fail(json.loads(await raw.http_response.aread())))
                     return "ok", 200, ""
                 async with completions.with_streaming_response.create(
                     **request, stream=True, stream_options={"include_usage": True}
@@ -378,7 +252,7 @@ class ChatEndpoint:
             return "truncated", 200, "stream ended without finish_reason"
         return "ok", 200, ""
 
-    async def _read_stream(self, response: httpx2.Response, got: _Collector, watchdog: asyncio.Timeout) -> None:
+    async def _read_stream(self, response: httpx2.Response, got: Reply, watchdog: asyncio.Timeout) -> None:
         """Parse the SSE lines here: the SDK's per-chunk models cost ~30x the CPU and would skew the timings."""
         loop = asyncio.get_running_loop()
         # Re-arming the watchdog on every line costs more than parsing it; re-arm at most every 5 % of the window
@@ -397,10 +271,10 @@ class ChatEndpoint:
             payload = line[5:].strip()
             # Reading on past [DONE] to the end of the body keeps the connection reusable.
             if payload != "[DONE]":
-                got.event(_dict_or_fail(json.loads(payload)), now)
+                got.event(dict_or_fail(json.loads(payload)), now)
 
     def _emit(
-        self, call: _Call, got: _Collector, attempt: int, status: CallStatus, http_status: int | None, error: str
+        self, call: _Call, got: Reply, attempt: int, status: CallStatus, http_status: int | None, error: str
     ) -> CallResult:
         """Turn one attempt into its row (handed to `on_row` at once) and its result."""
         end = time.perf_counter()

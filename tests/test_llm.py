@@ -9,8 +9,9 @@ import httpx2
 import pytest
 
 from soak.config import Endpoint
-from soak.llm import CallContext, ChatEndpoint, reasoning_exhausted
+from soak.llm import CallContext, ChatEndpoint
 from soak.record import CallRow
+from soak.reply import reasoning_exhausted
 from soak.tools import ToolCall, judge_tool_calls, path_escapes
 
 TOOLS = [
