@@ -38,7 +38,7 @@ from soak.sim_scenario import PROBE_FAULTS, Fault, Scenario, load_scenario
 from soak.sim_wire import Abort, ChatResponse, Exchange
 from soak.tasks import load_suites
 
-__all__ = ["Scenario", "SimServer", "SimStats", "free_port", "load_scenario", "start_subprocess", "wait_ready"]
+__all__ = ["Scenario", "SimServer", "SimStats", "load_scenario", "start_subprocess", "wait_ready"]
 
 ENGINES = ("vllm", "llamacpp")
 CRASH_EXIT_CODE = 70
@@ -303,12 +303,6 @@ class SimServer:
     async def stats_json(self, request: Request) -> Response:
         """Ground truth for a sim running in another process."""
         return Response(self.stats.model_dump_json(), media_type="application/json")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def wait_ready(base_url: str, timeout: float = 30.0) -> None:

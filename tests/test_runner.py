@@ -3,7 +3,6 @@ import io
 import os
 import random
 import signal
-import socket
 import threading
 import time
 from collections import Counter
@@ -19,6 +18,7 @@ from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, 
 from soak.runner import Attempt, Runner, Schedule
 from soak.runs import run_state
 from soak.session import EndpointProbe, execute, read_pid
+from soak.stack import free_port
 from soak.tasks import TaskSpec
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
@@ -352,12 +352,6 @@ class Answers(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_endpoint_probe_waits_for_an_answer():

@@ -16,9 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from soak.cli import main
 from soak.errors import BadInput
 from soak.paths import builtin_tasks_dir
-from soak.sim import CRASH_EXIT_CODE, Scenario, SimServer, free_port, load_scenario, start_subprocess
+from soak.sim import CRASH_EXIT_CODE, Scenario, SimServer, load_scenario, start_subprocess
 from soak.sim_reply import broken_variant, tokenize
 from soak.sim_scenario import builtin_scenarios
+from soak.stack import free_port
 from soak.tasks import load_suites
 
 
