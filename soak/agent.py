@@ -251,9 +251,11 @@ class _TaskLoop:
     async def _orchestrate(self, messages: list[dict[str, Any]]) -> None:
         """The orchestrator's turn: delegate until it answers without a tool call."""
         assert self.orchestrator is not None
+        delegated = False
         while True:
             self.thread = "orchestrator"
-            result = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator")
+            owed = None if delegated else "delegate"
+            result = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
                 if not self.entry.is_file():
                     self._fallback(result.content)
@@ -263,6 +265,7 @@ class _TaskLoop:
                 verdict = verdict_of(call, required)
                 if verdict == "ok":
                     self.delegations += 1
+                    delegated = True
                     reply = await self._delegate(call.args()["instructions"])
                     self.thread = "orchestrator"
                 else:
@@ -280,7 +283,8 @@ class _TaskLoop:
         written: list[str] = []
         required = required_params(CODER_TOOLS)
         for _ in range(self.budgets.max_coder_turns):
-            result = await self._call(self.coder, messages, CODER_TOOLS, "coder")
+            owed = None if self.task.entry in written else "write_file"
+            result = await self._call(self.coder, messages, CODER_TOOLS, "coder", owed)
             if not result.tool_calls:
                 if self.task.entry not in written and self._fallback(result.content):
                     written.append(self.task.entry)
@@ -311,7 +315,8 @@ class _TaskLoop:
     # --- calls and transcript ------------------------------------------------------------------
 
     async def _call(
-        self, model: ChatModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]], role: Role
+        self, model: ChatModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]], role: Role,
+        owed_tool: str | None,
     ) -> CallResult:
         if self.calls >= self.max_calls:
             raise CallCap(f"call cap of {self.max_calls} calls reached")
@@ -319,7 +324,8 @@ class _TaskLoop:
         left = self.budgets.max_completion_tokens - self.completion_tokens
         context = CallContext(run_id=self.run_id, task_id=self.task.id, cycle=self.cycle, call_index=len(self.rows))
         result = await model.chat(
-            messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, on_row=self._record
+            messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, on_row=self._record,
+            owed_tool=owed_tool,
         )
         if not result.ok:
             raise InfraFailure(f"{role} call failed after {len(result.rows)} attempt(s): {result.error}", result.status)

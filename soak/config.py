@@ -29,8 +29,11 @@ class Endpoint(Strict):
     max_tokens: int = 2048
     """Completion tokens per call."""
     temperature: float = 0.2
-    tool_choice: Literal["auto", "required"] | None = None
-    """Sent with the tools when set; llama-cpp-python makes no tool calls unless it gets "auto"."""
+    tool_choice: Literal["auto", "required", "named"] | None = None
+    """Sent with the tools when set. "named" names the tool a role still owes (the orchestrator `delegate` until it
+    has delegated in the round, the coder `write_file` until the entry file is written) and sends none after, so the
+    model can end its turn in plain text: llama-cpp-python makes tool calls only when told to, and honours
+    max_tokens only for a named tool."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra request fields, e.g. {reasoning_effort = "low"} or {chat_template_kwargs = {...}}."""
     calls_per_second: float = 50.0

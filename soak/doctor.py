@@ -56,7 +56,8 @@ async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: 
     try:
         verdicts: Counter = Counter()
         for _ in range(tries):
-            result = await chat.chat(TOOL_PROMPT, tools=CODER_TOOLS, role="probe", max_tokens=200)
+            result = await chat.chat(TOOL_PROMPT, tools=CODER_TOOLS, role="probe", max_tokens=200,
+                                     owed_tool="write_file")
             if not result.ok:
                 verdicts[f"error:{result.status}"] += 1
             elif result.integrity == "none" and TOOL_TEXT.search(result.content):

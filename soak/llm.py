@@ -98,6 +98,7 @@ class ChatModel(Protocol):
         *,
         context: CallContext | None = None,
         on_row: Callable[[CallRow], None] | None = None,
+        owed_tool: str | None = None,
     ) -> CallResult: ...
 
 
@@ -172,8 +173,12 @@ class ChatEndpoint:
         *,
         context: CallContext | None = None,
         on_row: Callable[[CallRow], None] | None = None,
+        owed_tool: str | None = None,
     ) -> CallResult:
-        """One logical call; retryable failures are retried with backoff, every attempt is a row."""
+        """One logical call; retryable failures are retried with backoff, every attempt is a row.
+
+        `owed_tool` is the tool the caller still needs from this turn; an endpoint with tool_choice "named" names it.
+        """
         context = context or CallContext()
         max_tokens = max_tokens or self.endpoint.max_tokens
         request: dict[str, Any] = {
@@ -184,7 +189,10 @@ class ChatEndpoint:
         }
         if tools:
             request["tools"] = tools
-            if self.endpoint.tool_choice:
+            if self.endpoint.tool_choice == "named":
+                if owed_tool:
+                    request["tool_choice"] = {"type": "function", "function": {"name": owed_tool}}
+            elif self.endpoint.tool_choice:
                 request["tool_choice"] = self.endpoint.tool_choice
         if self.endpoint.extra_body:
             request["extra_body"] = self.endpoint.extra_body

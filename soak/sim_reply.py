@@ -89,6 +89,12 @@ def role_of(body: dict[str, Any]) -> str:
     return "orchestrator" if "delegate" in names else "coder" if "write_file" in names else "chat"
 
 
+def named_tool(body: dict[str, Any]) -> str | None:
+    """The function a request's tool_choice names, if it names one."""
+    choice = body.get("tool_choice")
+    return (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
+
+
 def find_task(messages: list[dict[str, Any]], tasks: dict[str, TaskSpec]) -> TaskSpec | None:
     """The `Task id: <id>` line, else the first task whose prompt opening appears in the conversation."""
     texts = [text_of(m) for m in messages]
@@ -135,7 +141,7 @@ class Planner:
         elif role == "orchestrator":
             reply = self.orchestrator(messages, task)
         elif role == "coder":
-            reply = self.coder(messages, task, rng)
+            reply = self.coder(messages, task, rng, forced=named_tool(body) == "write_file")
         else:
             reply = self.chat(task, rng)
         reply.task_id = task.id if task else ""
@@ -170,7 +176,8 @@ class Planner:
         # Keyed by task, not by request, so the same tasks over-iterate all night.
         return random.Random(f"{self.seed}:{task.id}").random() < setting.overiterate_rate
 
-    def coder(self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random) -> Reply:
+    def coder(self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random, forced: bool) -> Reply:
+        """Writes the entry file (or, weak-model style, answers with it fenced unless the call names write_file)."""
         last = messages[-1]
         entry = task.entry if task else "solution.py"
         tool_result = last.get("role") == "tool"
@@ -179,7 +186,7 @@ class Planner:
         revision = any(REVISION in text_of(m) for m in messages)
         setting = self.scenario.coder
         correct = rng.random() < (setting.p_fix if revision else setting.p_correct)
-        fenced = rng.random() < setting.p_fenced
+        fenced = rng.random() < setting.p_fenced and not forced
         source = self.source(task, correct)
         if fenced:
             text = f"Here is `{entry}`:\n\n```python\n{source.rstrip()}\n```\n"

@@ -270,8 +270,9 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     """A llama.cpp server (llama-cpp-python) on a free loopback port serving the bundled SmolLM2 model.
 
     Settings that make it work: a context larger than the default 2048; no interrupting a running stream
-    when another request waits; a chat format with tool calls, which that server cannot stream with
-    tool_choice=auto, so the endpoint is non-streaming.
+    when another request waits; a chat format with tool calls, which that server makes only for a named
+    tool_choice (with "auto" it ignores max_tokens) and whose streams carry no usage, so the endpoint names
+    the owed tool and does not stream.
     """
     gguf, port = embedded_gguf(), free_port()
     settings = {
@@ -285,8 +286,8 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     # and is served only once the model has loaded.
     server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{root_url(base_url)}/openapi.json",
                     metrics_url="", start_timeout_seconds=180)
-    endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, max_tokens=768, temperature=0.2,
-                        max_concurrent_calls=1)
+    endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, tool_choice="named", max_tokens=768,
+                        temperature=0.2, max_concurrent_calls=1)
     info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
             "settings": settings}
     return server, endpoint, info

@@ -267,6 +267,16 @@ def test_fallback_write(task: TaskSpec, sim: SimServer, tmp_path: Path):
     assert_ground_truth(result, sim)
 
 
+@pytest.mark.parametrize("sim", [{"coder": {"p_fenced": 1.0}}], indirect=True)
+def test_named_tool_choice_gets_the_file_written_by_the_tool(task: TaskSpec, sim: SimServer, tmp_path: Path):
+    result = attempt(task, sim.base_url, tmp_path, endpoint={"tool_choice": "named"})
+    row = result.row
+    # Told to call write_file, even a fenced-code coder writes through the tool; once written, nothing is forced.
+    assert row.outcome == "pass" and row.fallback_writes == 0 and row.delegations == 1
+    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 2}
+    assert_ground_truth(result, sim)
+
+
 @pytest.mark.parametrize("sim", [{}], indirect=True)
 def test_harness_error_keeps_the_traceback(task: TaskSpec, sim: SimServer, tmp_path: Path):
     def broken_judge(*args: Any, **kwargs: Any) -> Any:

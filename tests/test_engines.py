@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx2
@@ -292,14 +293,18 @@ class TestLlamacpp:
     def test_embedded_default_short_run(self, llamacpp, tmp_path):
         (tmp_path / "soak.toml").write_text(BUDGETS)  # no endpoint: the embedded default serves both roles
         started = time.time()
-        run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "embedded", cwd=tmp_path)
+        # Four tasks: the first three of the seed-0 order hold a coder call that asks for an absolute path here.
+        run = soak("run", "--config", "soak.toml", "--tasks", "4", "--quiet", "--run-id", "embedded", cwd=tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         folder = run_folder(tmp_path, "embedded")
         info = json.loads((folder / "run.json").read_text())
         assert info["stack"]["engine"] == "llama-cpp-python" and info["stack"]["embedded"]
-        assert_tasks_recorded(folder, 2)
+        assert_tasks_recorded(folder, 4)
         calls = rows(folder / "calls.csv")
         assert calls and all(c["stream"] == "False" for c in calls)
+        # Named tool_choice: the tiny model really calls the tools, and asks for paths outside the workspace.
+        verdicts = Counter(c["integrity"] for c in calls)
+        assert verdicts["ok"] and verdicts["path_escape"], verdicts
         assert all(c["status"] in ("ok", "cancelled") for c in calls), [(c["status"], c["error"]) for c in calls]
         assert all(int(c["prompt_tokens"]) > 0 for c in calls if c["status"] == "ok")
         assert {c["integrity"] for c in calls} <= VERDICTS
@@ -307,10 +312,10 @@ class TestLlamacpp:
         assert kinds.count("server_start") == 1 and "server_ready" in kinds and kinds[-1] == "server_stop"
         # A busy llama-cpp-python is not a dead one: long completions must not trip the health watchdog.
         assert not {"health_fail", "down", "restart"} & set(kinds), kinds
-        for path in written_paths(folder):
-            if path_escapes(path):
-                target = Path(path).expanduser()
-                assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
+        escaping = [path for path in written_paths(folder) if path_escapes(path)]
+        for path in escaping:
+            target = Path(path).expanduser()
+            assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
         port = int(info["stack"]["settings"]["port"])
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)

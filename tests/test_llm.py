@@ -289,3 +289,8 @@ def test_tool_choice_sent_only_when_configured_and_content_stays_a_string():
     run(auto.chat([{"role": "user", "content": "go"}], TOOLS))
     run(auto.chat([{"role": "user", "content": "no tools offered"}]))
     assert seen_auto[0]["tool_choice"] == "auto" and "tool_choice" not in seen_auto[1]
+    named, seen_named = endpoint_with([reply, reply], tool_choice="named")
+    run(named.chat([{"role": "user", "content": "go"}], TOOLS, owed_tool="read_file"))
+    run(named.chat([{"role": "user", "content": "the file is read"}], TOOLS))
+    assert seen_named[0]["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    assert "tool_choice" not in seen_named[1]
