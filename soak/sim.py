@@ -230,6 +230,7 @@ class SimServer:
             n=n, received=received, start=start, body=body, reply=reply, faults=faults, prompt_tokens=len(tokens),
             cached_tokens=self.cache.lookup(tokens), ttft=draw(timing.ttft_seconds, rng),
             rate=draw(timing.decode_tokens_per_second, rng), rng=rng, engine=self.engine,
+            prompt_tokens_details=self.scenario.cache.prompt_tokens_details or self.engine == "llamacpp",
             model=str(body.get("model") or self.scenario.model), id=f"chatcmpl-{rng.getrandbits(128):032x}",
         )
         blocks = -(-len(tokens) // self.scenario.cache.block_tokens)

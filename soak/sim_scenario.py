@@ -105,6 +105,9 @@ class Cache(Strict):
     """Prompts are cached in whole blocks of this many tokens, as vLLM does."""
     capacity_blocks: int = Field(default=8192, ge=1)
     """KV cache size in blocks; least recently used blocks are evicted beyond it."""
+    prompt_tokens_details: bool = True
+    """vLLM mode: per-request `usage.prompt_tokens_details.cached_tokens`, as with `--enable-prompt-tokens-details`;
+    false sends null there, as vLLM does without that flag (llama.cpp mode always sends it)."""
 
 
 class SpecDecode(Strict):

@@ -45,6 +45,7 @@ class Exchange:
     """Decode tokens per second; 0 sends everything at once."""
     rng: random.Random
     engine: str = "vllm"
+    prompt_tokens_details: bool = True
     model: str = "soak-sim"
     id: str = ""
     begin: float = 0.0
@@ -259,7 +260,7 @@ class ChatResponse:
             "prompt_tokens": ex.prompt_tokens,
             "total_tokens": ex.prompt_tokens + completion,
             "completion_tokens": completion,
-            "prompt_tokens_details": {"cached_tokens": ex.cached_tokens},
+            "prompt_tokens_details": {"cached_tokens": ex.cached_tokens} if ex.prompt_tokens_details else None,
             "completion_tokens_details": {"reasoning_tokens": len(reply.reasoning)},
         }
 

@@ -565,6 +565,24 @@ def test_prefix_cache_counts_shared_blocks(serve) -> None:
             assert cached == 0 and sim.stats.prompt_tokens > 0
 
 
+def test_cached_tokens_per_request_only_with_prompt_tokens_details(serve) -> None:
+    """vLLM without --enable-prompt-tokens-details sends null details; its /metrics still counts the hits."""
+    sim = serve(scenario(cache={"prompt_tokens_details": False}))
+    coder_stream(sim)
+    usage = coder_stream(sim, tool_round("write_file", "wrote solution.py"))["usage"]
+    assert usage.prompt_tokens > 0 and usage.prompt_tokens_details is None
+    assert metric_samples(sim)[("vllm:prefix_cache_hits_total", (("engine", "0"), ("model_name", "soak-sim")))] > 0
+    llamacpp = serve(scenario(cache={"prompt_tokens_details": False}), engine="llamacpp")
+    assert coder_stream(llamacpp)["usage"].prompt_tokens_details is not None
+
+
+def test_named_tool_choice_forces_the_tool(serve, tasks) -> None:
+    sim = serve(scenario(coder={"p_fenced": 1.0}))
+    out = coder_stream(sim, tool_choice={"type": "function", "function": {"name": "write_file"}})
+    assert [call["name"] for call in out["calls"].values()] == ["write_file"]
+    assert json.loads(out["calls"][0]["arguments"])["content"] == tasks["word-frequency"].reference
+
+
 def test_llamacpp_metrics_names_without_labels(serve) -> None:
     sim = serve(engine="llamacpp")
     coder_stream(sim)
