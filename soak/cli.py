@@ -303,8 +303,9 @@ def runs() -> None:
 @click.option("--scenario", default="clean", show_default=True,
               help="Shipped scenario (clean, flaky, overiterate, zero, ...) or a .toml/.json file.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every random choice (replies, faults, timing).")
-@click.option("--engine", type=click.Choice(["vllm", "llamacpp"]), default="vllm", show_default=True,
-              help="Which server to imitate: /metrics names, /health body, reasoning field.")
+@click.option("--engine", type=click.Choice(["vllm", "llamacpp", "llama-cpp-python"]), default="vllm",
+              show_default=True, help="Which server to imitate: vLLM, llama-server (llamacpp) or llama-cpp-python "
+              "(/metrics, /health, usage, reasoning field, tool_choice handling).")
 @click.option("--suite", default="builtin", show_default=True, help="Task suites the simulated coder knows.")
 @click.option("--state", type=click.Path(dir_okay=False, path_type=Path),
               help="File keeping the request count across restarts, so scheduled faults (crashes) fire once.")

@@ -69,8 +69,11 @@ async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: 
         await chat.close()
 
 
-def tool_advice(role_names: list[str], streamed: Counter, plain: Counter, configured_stream: bool) -> Finding:
-    shown = f"stream {dict(streamed)}, non-stream {dict(plain)}"
+def tool_advice(
+    role_names: list[str], streamed: Counter, plain: Counter, configured_stream: bool, named: Counter | None = None
+) -> Finding:
+    """`named`: the verdicts with the tool named in tool_choice, probed when no tool call came back without it."""
+    shown = f"stream {dict(streamed)}, non-stream {dict(plain)}" + (f", named {dict(named)}" if named else "")
     roles = "/".join(role_names) or "this endpoint"
     bad_stream, bad_plain = sum(streamed[v] for v in BAD), sum(plain[v] for v in BAD)
     if bad_stream and not bad_plain:
@@ -81,6 +84,9 @@ def tool_advice(role_names: list[str], streamed: Counter, plain: Counter, config
         return Finding("tool calls", shown, False, "tool calls come back mangled: check the server's tool-call "
                        "parser and chat template; the fenced-code fallback will carry the coder meanwhile")
     if not streamed["ok"] and not plain["ok"]:
+        if named and named["ok"]:
+            return Finding("tool calls", shown, False, "tool calls come only when the request names the tool "
+                           '(llama-cpp-python does this): set tool_choice = "named"')
         return Finding("tool calls", shown, True, "the model answers without tool calls: the coder will rely on "
                        "the fenced-code fallback (counted as fallback writes)")
     return Finding("tool calls", shown)
@@ -137,8 +143,13 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
         usage = streamed.rows[-1].prompt_tokens is not None if streamed.ok else False
         findings.append(Finding("usage in streams", "reported" if usage else "missing", usage,
                                 "" if usage else "token counts will be unknown when streaming (recorded as such)"))
-        findings.append(tool_advice(roles, await tool_round_trips(endpoint, True, tries, stale),
-                                    await tool_round_trips(endpoint, False, tries, stale), endpoint.stream))
+        streamed_tools = await tool_round_trips(endpoint, True, tries, stale)
+        plain_tools = await tool_round_trips(endpoint, False, tries, stale)
+        named = None
+        if endpoint.tool_choice is None and not streamed_tools["ok"] and not plain_tools["ok"]:
+            named_endpoint = endpoint.model_copy(update={"tool_choice": "named"})
+            named = await tool_round_trips(named_endpoint, endpoint.stream, tries, stale)
+        findings.append(tool_advice(roles, streamed_tools, plain_tools, endpoint.stream, named))
         thinking = await chat.chat([{"role": "user", "content": "What is 17 * 23? Answer with the number."}],
                                    role="probe", max_tokens=48)
         if thinking.reasoning_exhausted:

@@ -45,6 +45,17 @@ class EndpointProbe:
                 await asyncio.sleep(self.interval)
 
 
+def unmanaged_base_urls(config: SoakConfig) -> list[str]:
+    """The base URLs a pause must probe itself: those of the roles in use that no stack server serves (a stack
+    server is the supervisor's to judge, and a busy llama-cpp-python would hold the /models probe)."""
+    from soak.stack import root_url
+
+    roles = ["coder"] if config.mode == "direct" else ["orchestrator", "coder"]
+    managed = {root_url(server.base_url) for server in config.stack.servers}
+    urls = dict.fromkeys(config.endpoint_for(role).base_url for role in roles)
+    return [url for url in urls if root_url(url) not in managed]
+
+
 class AllReady:
     """Each check in turn, within one shared timeout."""
 
@@ -144,9 +155,8 @@ async def session(
                 raise BadInput(f"--metrics-port {metrics_port}: {error.strerror or error}") from None
             cleanup.callback(exporter.close)
             folder.listeners.append(exporter)
-        roles = ["coder"] if config.mode == "direct" else ["orchestrator", "coder"]
-        probe = EndpointProbe([config.endpoint_for(role).base_url for role in roles],
-                              config.error_budget.probe_interval_seconds)
+        unmanaged = unmanaged_base_urls(config)
+        probe = EndpointProbe(unmanaged, config.error_budget.probe_interval_seconds)
         readiness: Readiness = probe
         supervisor = None
         background: list[asyncio.Task] = []
@@ -157,7 +167,7 @@ async def session(
             cleanup.callback(supervisor.stop)
             await supervisor.start()
             background.append(asyncio.create_task(supervisor.watch()))
-            readiness = AllReady([supervisor, probe])
+            readiness = AllReady([supervisor, probe]) if unmanaged else supervisor
         metered = [(s.name, metrics_url(s)) for s in config.stack.servers] or [
             (name, root_url(e.base_url) + "/metrics") for name, e in config.endpoints.items()
         ]

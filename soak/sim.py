@@ -1,4 +1,8 @@
-"""`soak sim`: a fault-injecting OpenAI-compatible server (vLLM or llama.cpp flavour) for tests and rehearsals.
+"""`soak sim`: a fault-injecting OpenAI-compatible server (vLLM, llama-server or llama-cpp-python flavour).
+
+The llama-cpp-python flavour imitates what soak met in that server: no /health and no /metrics (FastAPI's 404; its
+/openapi.json answers), one request at a time with /v1/models waiting behind the running one, no usage in streams,
+and tools hidden from the model unless the request sets tool_choice.
 
 In a subprocess (`soak sim`, `python -m soak.sim`, `start_subprocess`) the crash fault ends the process with exit
 code 70 so a supervisor must restart it. In-thread (`SimServer.start`) a crash aborts every open connection and
@@ -40,7 +44,7 @@ from soak.tasks import load_suites
 
 __all__ = ["Scenario", "SimServer", "SimStats", "load_scenario", "start_subprocess", "wait_ready"]
 
-ENGINES = ("vllm", "llamacpp")
+ENGINES = ("vllm", "llamacpp", "llama-cpp-python")
 CRASH_EXIT_CODE = 70
 PROBE_FAULT = {"/health": "slow_health", "/metrics": "slow_metrics"}
 
@@ -91,6 +95,8 @@ class SimServer:
             raise BadInput(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
         self.scenario, self.seed, self.engine, self.suite = scenario, seed, engine, suite
         self.planner = Planner(scenario, load_suites(suite), seed, engine)
+        self.serialized = engine == "llama-cpp-python"
+        """One request at a time, and /v1/models waits for it (llama-cpp-python's model lock)."""
         self.recorder = Recorder(scenario)
         self.cache = PrefixCache(scenario)
         self.registry = registry_for(self.recorder, engine, scenario.model)
@@ -107,16 +113,13 @@ class SimServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None
-        self.app = Starlette(
-            routes=[
-                Route("/v1/chat/completions", self.chat, methods=["POST"]),
-                Route("/v1/models", self.models),
-                Route("/health", self.health),
-                Route("/v1/health", self.health),
-                Route("/metrics", self.metrics),
-                Route("/sim/stats", self.stats_json),
-            ]
-        )
+        routes = [Route("/v1/chat/completions", self.chat, methods=["POST"]), Route("/v1/models", self.models),
+                  Route("/sim/stats", self.stats_json)]
+        if engine != "llama-cpp-python":
+            routes += [Route("/health", self.health), Route("/v1/health", self.health), Route("/metrics", self.metrics)]
+        if engine != "llamacpp":  # FastAPI servers describe themselves; llama-server does not
+            routes.append(Route("/openapi.json", self.openapi))
+        self.app = Starlette(routes=routes)
 
     @property
     def stats(self) -> SimStats:
@@ -207,7 +210,7 @@ class SimServer:
             invalid = RequestRecord(n=n, role="chat", kind="invalid", status=400, received=received)
             return self.refuse(invalid, str(error))
         rng = random.Random(self.seed * 1_000_003 + n)
-        role = role_of(body)
+        role = role_of(body, self.engine)
         self.by_role[role] += 1
         faults = self.fired(n, role, rng)
         kinds = [fault.kind for fault in faults]
@@ -230,7 +233,8 @@ class SimServer:
             n=n, received=received, start=start, body=body, reply=reply, faults=faults, prompt_tokens=len(tokens),
             cached_tokens=self.cache.lookup(tokens), ttft=draw(timing.ttft_seconds, rng),
             rate=draw(timing.decode_tokens_per_second, rng), rng=rng, engine=self.engine,
-            prompt_tokens_details=self.scenario.cache.prompt_tokens_details or self.engine == "llamacpp",
+            prompt_tokens_details=self.engine == "llamacpp" or (
+                self.engine == "vllm" and self.scenario.cache.prompt_tokens_details),
             model=str(body.get("model") or self.scenario.model), id=f"chatcmpl-{rng.getrandbits(128):032x}",
         )
         blocks = -(-len(tokens) // self.scenario.cache.block_tokens)
@@ -244,7 +248,7 @@ class SimServer:
     @contextlib.asynccontextmanager
     async def slot(self, blocks: int) -> AsyncIterator[None]:
         """A decoding slot: waits when max_running are busy (num_requests_waiting), holds KV blocks while running."""
-        recorder, limit = self.recorder, self.scenario.timing.max_running
+        recorder, limit = self.recorder, 1 if self.serialized else self.scenario.timing.max_running
         if limit:
             self._slots = self._slots or asyncio.Semaphore(limit)
             recorder.waiting += 1
@@ -296,10 +300,19 @@ class SimServer:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST, headers=headers)
 
     async def models(self, request: Request) -> Response:
+        if self.serialized:
+            self._slots = self._slots or asyncio.Semaphore(1)
+            async with self._slots:
+                return JSONResponse({"object": "list", "data": [
+                    {"id": self.scenario.model, "object": "model", "owned_by": "me", "permissions": []}]})
         model = {"id": self.scenario.model, "object": "model", "created": int(self.started_at),
                  "owned_by": self.engine, "root": self.scenario.model, "parent": None,
                  "max_model_len": self.scenario.max_model_len}
         return JSONResponse({"object": "list", "data": [model]})
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse({"openapi": "3.1.0", "info": {"title": f"{self.engine} (soak sim)", "version": "0"},
+                             "paths": {}})
 
     async def stats_json(self, request: Request) -> Response:
         """Ground truth for a sim running in another process."""

@@ -82,9 +82,12 @@ class Reply:
         return len(self.reasoning) + len(self.content) + tool
 
 
-def role_of(body: dict[str, Any]) -> str:
-    """Orchestrator if offered `delegate`, coder if offered `write_file`, else (or with tool_choice none) chat."""
-    tools = body.get("tools") if body.get("tool_choice") != "none" else None
+def role_of(body: dict[str, Any], engine: str = "vllm") -> str:
+    """Orchestrator if offered `delegate`, coder if offered `write_file`, else chat: with tool_choice none, and on
+    llama-cpp-python (chatml-function-calling) whenever tool_choice is unset, since it then hides the tools."""
+    choice = body.get("tool_choice")
+    hidden = choice == "none" or (engine == "llama-cpp-python" and choice is None)
+    tools = None if hidden else body.get("tools")
     names = {(tool.get("function") or {}).get("name") for tool in tools or [] if isinstance(tool, dict)}
     return "orchestrator" if "delegate" in names else "coder" if "write_file" in names else "chat"
 
@@ -133,7 +136,7 @@ class Planner:
         self._broken: dict[str, str] = {}
 
     def plan(self, body: dict[str, Any], rng: random.Random, faults: list[Fault], max_tokens: int) -> Reply:
-        messages, role = body["messages"], role_of(body)
+        messages, role = body["messages"], role_of(body, self.engine)
         task = find_task(messages, self.tasks)
         budget = next((f for f in faults if f.kind == "reasoning_budget"), None)
         if budget:

@@ -206,7 +206,7 @@ class ChatResponse:
                 events.append((head + delta + tail, len(part), 0, None))
         finish = f',"logprobs":null,"finish_reason":"{reply.finish}","stop_reason":null}}]}}\n\n'
         events.append((head + "{}" + finish, 0, 0, reply.finish))
-        if (ex.body.get("stream_options") or {}).get("include_usage"):
+        if (ex.body.get("stream_options") or {}).get("include_usage") and ex.engine != "llama-cpp-python":
             chunk = {"id": ex.id, "object": "chat.completion.chunk", "created": int(ex.received), "model": ex.model,
                      "choices": [], "usage": self.usage()} | self.timings()
             events.append((f"data: {dumps(chunk, separators=(',', ':'))}\n\n", 0, 0, None))
@@ -256,10 +256,14 @@ class ChatResponse:
     def usage(self) -> dict[str, Any]:
         ex, reply = self.ex, self.ex.reply
         completion = reply.completion_tokens
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": ex.prompt_tokens,
             "total_tokens": ex.prompt_tokens + completion,
             "completion_tokens": completion,
+        }
+        if ex.engine == "llama-cpp-python":  # no details at all
+            return usage
+        return usage | {
             "prompt_tokens_details": {"cached_tokens": ex.cached_tokens} if ex.prompt_tokens_details else None,
             "completion_tokens_details": {"reasoning_tokens": len(reply.reasoning)},
         }

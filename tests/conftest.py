@@ -16,9 +16,10 @@ def fast_sim():
     """
     servers = []
 
-    def start(**scenario) -> tuple[SimServer, str]:
+    def start(engine: str = "vllm", **scenario) -> tuple[SimServer, str]:
         timing = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
-        server = SimServer(Scenario(timing=timing, **scenario), seed=3, suite=f"exercism:{EXERCISM_FIXTURES}")
+        server = SimServer(Scenario(timing=timing, **scenario), seed=3, engine=engine,
+                           suite=f"exercism:{EXERCISM_FIXTURES}")
         servers.append(server)
         return server, server.start()
 

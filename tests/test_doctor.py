@@ -46,6 +46,17 @@ def test_missing_usage_reasoning_budget_and_no_cache_get_advice(fast_sim):
     assert "probed without streaming" in found["prefix caching"][0] and not found["prefix caching"][1]
 
 
+def test_llama_cpp_python_gets_told_to_name_the_tool(fast_sim):
+    _, url = fast_sim(engine="llama-cpp-python")
+    found = findings_of(url)
+    result, ok, advice, critical = found["tool calls"]
+    assert result == "stream {'none': 2}, non-stream {'none': 2}, named {'ok': 2}" and not ok and not critical
+    assert advice.endswith('set tool_choice = "named"')
+    assert found["usage in streams"][0] == "missing" and found["/metrics"][0] == "absent"
+    assert found["context length"][0] == "unknown"
+    assert doctor_cli(url).exit_code == 0
+
+
 def test_no_cache_hits_get_advice(fast_sim):
     _, url = fast_sim(cache=Cache(enabled=False))
     result, ok, advice, _ = findings_of(url)["prefix caching"]

@@ -17,7 +17,7 @@ from soak.config import Endpoint, SoakConfig, redact
 from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
 from soak.runner import Attempt, Runner, Schedule
 from soak.runs import run_state
-from soak.session import EndpointProbe, execute, read_pid
+from soak.session import EndpointProbe, execute, read_pid, unmanaged_base_urls
 from soak.stack import free_port
 from soak.tasks import TaskSpec
 
@@ -365,6 +365,17 @@ def test_endpoint_probe_waits_for_an_answer():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_pause_probes_only_endpoints_no_stack_server_serves():
+    config = SoakConfig.model_validate({
+        "endpoints": {"local": {"base_url": "http://127.0.0.1:8001/v1", "model": "m"},
+                      "remote": {"base_url": "http://10.0.0.2:8000/v1", "model": "m"}},
+        "roles": {"orchestrator": "remote", "coder": "local"},
+        "stack": {"servers": [{"name": "local", "up": "serve", "base_url": "http://127.0.0.1:8001/v1"}]},
+    })
+    assert unmanaged_base_urls(config) == ["http://10.0.0.2:8000/v1"]
+    assert unmanaged_base_urls(config.model_copy(update={"mode": "direct"})) == []
 
 
 def test_execute_wires_the_session_and_prints_quiet_lines(tmp_path):

@@ -344,6 +344,31 @@ def test_models_and_health(serve) -> None:
     assert httpx2.get(llama.base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
 
 
+def test_llama_cpp_python_flavour(serve, tasks) -> None:
+    """What soak met in the real llama-cpp-python server, so runs against it can be rehearsed."""
+    sim = serve(scenario(timing={"ttft_seconds": 0.6, "decode_tokens_per_second": 0}), engine="llama-cpp-python")
+    root = sim.base_url.removesuffix("/v1")
+    assert httpx2.get(f"{root}/health").status_code == httpx2.get(f"{root}/metrics").status_code == 404
+    assert httpx2.get(f"{root}/openapi.json").json()["openapi"]
+    assert "max_model_len" not in httpx2.get(f"{sim.base_url}/models").json()["data"][0]
+    # Tools without tool_choice are hidden from the model: a plain answer. Named, the tool is called.
+    hidden = coder_stream(sim)
+    assert not hidden["calls"] and hidden["content"] and hidden["usage"] is None  # no usage in streams
+    named = coder_stream(sim, tool_choice={"type": "function", "function": {"name": "write_file"}})
+    assert json.loads(named["calls"][0]["arguments"])["path"] == "solution.py"
+    whole = client(sim).chat.completions.create(model="m", messages=TASK, tools=CODER_TOOLS, tool_choice="auto")
+    assert whole.choices[0].message.tool_calls and whole.usage.prompt_tokens > 0
+    assert whole.usage.prompt_tokens_details is None
+    # One request at a time; /v1/models waits behind the running one.
+    with ThreadPoolExecutor(2) as pool:
+        running = pool.submit(coder_stream, sim)
+        time.sleep(0.2)
+        started = time.monotonic()
+        httpx2.get(f"{sim.base_url}/models", timeout=5).raise_for_status()
+        assert time.monotonic() - started > 0.2
+        running.result()
+
+
 def test_same_seed_same_night(serve) -> None:
     noisy = scenario(coder={"p_correct": 0.5, "p_fenced": 0.3}, faults=[{"kind": "bad_json_args", "rate": 0.3}])
 
