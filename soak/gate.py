@@ -16,15 +16,12 @@ from pydantic import BaseModel
 from soak.config import Gates
 from soak.errors import BadInput
 from soak.llm import CallResult, ChatEndpoint
-from soak.monitor import fetch_server_metrics
+from soak.monitor import HIT_COUNTERS, fetch_server_metrics
 
 WORDS = [
     "river", "stone", "amber", "lantern", "copper", "meadow", "orbit", "willow", "signal", "harbor",
     "quartz", "ember", "falcon", "cedar", "prism", "velvet", "summit", "thistle", "canyon", "marble",
 ]
-HIT_COUNTERS = {
-    "vllm": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
-}
 
 
 class ProbeFailed(Exception):
@@ -95,10 +92,10 @@ class Probe:
         """(hits, queries) of the prefix cache, or None when the server exposes no such counters."""
         if not self.metrics_url:
             return None
-        series = await fetch_server_metrics(self.metrics_url)
+        series = await fetch_server_metrics(self.metrics_url) or {}
         for hits, queries in HIT_COUNTERS.values():
-            if series and (hits, "") in series and (queries, "") in series:
-                return series[(hits, "")], series[(queries, "")]
+            if all((name, "") in series for name in (hits, *queries)):
+                return series[(hits, "")], sum(series[(name, "")] for name in queries)
         return None
 
 

@@ -33,14 +33,26 @@ KEPT_SERVER_METRICS = {
     "vllm:spec_decode_num_accepted_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_per_pos_total",
     "llamacpp:prompt_tokens_total",
+    "llamacpp:prompt_tokens_cached_total",
     "llamacpp:prompt_seconds_total",
     "llamacpp:tokens_predicted_total",
     "llamacpp:tokens_predicted_seconds_total",
     "llamacpp:n_decode_total",
     "llamacpp:requests_processing",
     "llamacpp:requests_deferred",
+    "llamacpp:spec_decode_num_drafts_total",
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
 }
 """The series that matter, by their current exposed names (llama.cpp's *_seconds gauges reset per scrape)."""
+
+HIT_COUNTERS = {
+    "vllm": ("vllm:prefix_cache_hits_total", ("vllm:prefix_cache_queries_total",)),
+    "llamacpp": ("llamacpp:prompt_tokens_cached_total",
+                 ("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total")),
+}
+"""Per engine: the counter of prompt tokens served from the prefix cache, and the counters that sum to all prompt
+tokens (llama-server's prompt_tokens_total excludes the cached ones)."""
 
 OLD_NAMES = {
     "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",

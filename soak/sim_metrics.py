@@ -281,11 +281,17 @@ class LlamaCppCollector:
             evaluated = s.prompt_tokens - s.cached_tokens
             finished = sum(s.by_finish.values())
             counters = {
-                "prompt_tokens": ("Number of prompt tokens processed.", evaluated),
+                "prompt_tokens": ("Number of prompt tokens processed, excluding cached tokens", evaluated),
+                "prompt_tokens_cached": ("Number of prompt tokens reused from the cache", s.cached_tokens),
                 "prompt_seconds": ("Prompt process time", r.prompt_seconds),
                 "tokens_predicted": ("Number of generation tokens processed.", s.completion_tokens),
                 "tokens_predicted_seconds": ("Predict process time", r.decode_seconds),
                 "n_decode": ("Total number of llama_decode() calls", s.completion_tokens + finished),
+                "spec_decode_num_draft_tokens": ("Speculative: Total draft tokens generated", s.spec_draft_tokens),
+                "spec_decode_num_accepted_tokens": ("Speculative: Total draft tokens accepted by the target model",
+                                                    s.spec_accepted),
+                "spec_decode_num_drafts": ("Speculative: Total speculative decoding verification steps",
+                                           s.spec_drafts),
             }
             gauges = {
                 "n_tokens_max": ("Largest observed n_tokens.", r.n_tokens_max),

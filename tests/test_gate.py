@@ -35,6 +35,18 @@ def test_prefix_twin_reads_counter_deltas(fast_sim):
     assert result.exit_code == 1 and "FAIL  prefix-twin    0 hit rate" in result.output
 
 
+def test_prefix_twin_on_llama_server_counts_cached_beside_evaluated_tokens(fast_sim, tmp_path):
+    server, url = fast_sim(engine="llamacpp")
+    out = tmp_path / "gates.json"
+    result = gate("prefix-twin", "--base-url", url, "--model", "m", "-o", str(out))
+    assert result.exit_code == 0 and "PASS  prefix-twin" in result.output, result.output
+    (entry,) = json.loads(out.read_text())["gates"]
+    # hits / (cached + evaluated): the twin's repeat is all cache hits but its last partial block.
+    stats = server.stats
+    assert entry["detail"].endswith("over 1 repeat(s)") and 0.9 < entry["measured"] < 1
+    assert stats.cached_tokens > 0
+
+
 def test_unmeasurable_gates_fail_with_the_reason(fast_sim):
     _, url = fast_sim(max_model_len=4000)
     no_metrics = gate("prefix-twin", "--base-url", url, "--model", "m", "--metrics-url", url + "/nothing")

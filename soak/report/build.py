@@ -4,6 +4,7 @@ from typing import Any
 
 import pandas as pd
 
+from soak.monitor import HIT_COUNTERS
 from soak.report import aggregate as agg
 from soak.report import charts, series
 from soak.report.load import Run, broken_tool_calls
@@ -50,8 +51,8 @@ def timeline(run: Run, clock: charts.Clock) -> str:
 def server_charts(run: Run, clock: charts.Clock) -> dict[str, str]:
     calls, samples = run.calls, run.samples
     ok = calls[calls["status"] == "ok"]
-    hit_rate = series.ratio_over_time(samples, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
-                                      clock.start, clock.width)
+    hit_rate = series.stacked([series.ratio_over_time(samples, hits, queries, clock.start, clock.width)
+                               for hits, queries in HIT_COUNTERS.values()])
     llama_tps = series.ratio_over_time(samples, "llamacpp:tokens_predicted_total",
                                        "llamacpp:tokens_predicted_seconds_total", clock.start, clock.width)
     kv = series.window(samples, "server:*", "vllm:kv_cache_usage_perc")

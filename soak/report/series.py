@@ -44,11 +44,20 @@ def increments(samples: pd.DataFrame, metric: str, source: str | None = "server:
     return rows.assign(delta=delta)
 
 
+def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The frames one under the other; the empty ones only lend their columns."""
+    full = [frame for frame in frames if not frame.empty]
+    return pd.concat(full, ignore_index=True) if full else frames[0]
+
+
 def ratio_over_time(
-    samples: pd.DataFrame, numerator: str, denominator: str, start: float, width: float
+    samples: pd.DataFrame, numerator: str, denominator: str | tuple[str, ...], start: float, width: float
 ) -> pd.DataFrame:
-    """Σ Δnumerator / Σ Δdenominator per server and time bucket (hit rates, tok/s); columns source, at, value."""
-    num, den = increments(samples, numerator), increments(samples, denominator)
+    """Σ Δnumerator / Σ Δdenominator per server and time bucket (hit rates, tok/s); columns source, at, value.
+
+    Several denominator counters are summed (llama-server counts cached and evaluated prompt tokens apart)."""
+    names = (denominator,) if isinstance(denominator, str) else denominator
+    num, den = increments(samples, numerator), stacked([increments(samples, name) for name in names])
     if num.empty or den.empty:
         return pd.DataFrame(columns=["source", "at", "value"])
     parts = []
@@ -83,9 +92,11 @@ def spec_decode(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def spec_decode_summary(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per server: acceptance rate Δaccepted/Δdraft_tokens and mean acceptance length 1 + Δaccepted/Δdrafts."""
+    """Per server: acceptance rate Δaccepted/Δdraft_tokens and mean acceptance length 1 + Δaccepted/Δdrafts, from
+    vLLM's or llama-server's counters (same names under each prefix)."""
     totals = {
-        name: counter_total(samples, f"vllm:spec_decode_num_{name}_total").groupby("source")["delta"].sum()
+        name: stacked([counter_total(samples, f"{engine}:spec_decode_num_{name}_total") for engine in
+                       ("vllm", "llamacpp")]).groupby("source")["delta"].sum()
         for name in ("drafts", "draft_tokens", "accepted_tokens")
     }
     frame = pd.DataFrame(totals).fillna(0.0)
