@@ -330,7 +330,7 @@ def engine() -> None:
 
     `soak engine setup vllm` once (about 3 minutes, cached in $SOAK_CACHE_DIR or ~/.cache/soak), then
     `soak engine config vllm --port 8000 > soak.toml` and `soak run --config soak.toml`. `llama-server` is
-    llama.cpp's own server (compiled once, about 10 minutes); `llamacpp` is llama-cpp-python, the embedded default.
+    llama.cpp's own server (compiled once, about 6 minutes); `llamacpp` is llama-cpp-python, the embedded default.
     """
 
 

