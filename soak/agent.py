@@ -251,10 +251,10 @@ class _TaskLoop:
     async def _orchestrate(self, messages: list[dict[str, Any]]) -> None:
         """The orchestrator's turn: delegate until it answers without a tool call."""
         assert self.orchestrator is not None
-        delegated = False
+        delegated = refused = False
         while True:
             self.thread = "orchestrator"
-            owed = None if delegated else "delegate"
+            owed = None if delegated or refused else "delegate"
             result = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
                 if not self.entry.is_file():
@@ -269,6 +269,7 @@ class _TaskLoop:
                     reply = await self._delegate(call.args()["instructions"])
                     self.thread = "orchestrator"
                 else:
+                    refused = True
                     reply = refusal(call, verdict, ORCHESTRATOR_TOOLS, self.task.entry)
                 self._tool_reply(messages, call, reply)
 
@@ -281,9 +282,10 @@ class _TaskLoop:
     async def _code(self, messages: list[dict[str, Any]]) -> str:
         """A coder turn: tool calls until it answers without one (or runs out of turns); returns its report."""
         written: list[str] = []
+        refused = False
         required = required_params(CODER_TOOLS)
         for _ in range(self.budgets.max_coder_turns):
-            owed = None if self.task.entry in written else "write_file"
+            owed = None if self.task.entry in written or refused else "write_file"
             result = await self._call(self.coder, messages, CODER_TOOLS, "coder", owed)
             if not result.tool_calls:
                 if self.task.entry not in written and self._fallback(result.content):
@@ -295,6 +297,7 @@ class _TaskLoop:
                     reply, path = run_file_tool(call, self.workspace)
                     written += [path] if path else []
                 else:
+                    refused = True
                     reply = refusal(call, verdict, CODER_TOOLS, self.task.entry)
                 self._tool_reply(messages, call, reply)
         return self._report(written, f"(stopped after {self.budgets.max_coder_turns} turns without a final answer)")

@@ -31,9 +31,12 @@ class Endpoint(Strict):
     temperature: float = 0.2
     tool_choice: Literal["auto", "required", "named"] | None = None
     """Sent with the tools when set. "named" names the tool a role still owes (the orchestrator `delegate` until it
-    has delegated in the round, the coder `write_file` until the entry file is written) and sends none after, so the
-    model can end its turn in plain text: llama-cpp-python makes tool calls only when told to, and honours
-    max_tokens only for a named tool."""
+    has delegated in the round, the coder `write_file` until the entry file is written) unless a call was refused
+    in the turn (a model that mangles a forced call mangles it again), and sends none after, so the model can end its
+    turn in plain text: llama-cpp-python makes tool calls only when told to, and honours max_tokens only then."""
+    seed: int | None = None
+    """Sent per call, offset by the task, cycle and call index: a night repeats on servers that honour seeds
+    (llama.cpp, vLLM) while each cycle still samples anew."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra request fields, e.g. {reasoning_effort = "low"} or {chat_template_kwargs = {...}}."""
     calls_per_second: float = 50.0

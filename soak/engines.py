@@ -263,7 +263,7 @@ def config_snippet(engine: str, port: int) -> str:
         endpoint = "stream = true"
     else:  # llama-cpp-python: no /health (/v1/models blocks while it generates), no /metrics, named tools
         server = f'health_url = "http://127.0.0.1:{port}/openapi.json"\nmetrics_url = ""\nstart_timeout_seconds = 180'
-        endpoint = 'stream = false\ntool_choice = "named"\nmax_concurrent_calls = 1'
+        endpoint = 'stream = false\ntool_choice = "named"\nseed = 0\nmax_concurrent_calls = 1'
     return (
         f'[endpoints.{engine}]\nbase_url = "{base_url}"\nmodel = "{EMBEDDED_MODEL}"\n{endpoint}\nmax_tokens = 768\n\n'
         f'[roles]\norchestrator = "{engine}"\ncoder = "{engine}"\n\n'

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import time
+import zlib
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ class CallContext(BaseModel):
     cycle: int = 0
     call_index: int = 0
     """Index of the first attempt; each retry takes the next one."""
+
+
+def call_seed(seed: int, context: CallContext) -> int:
+    """The same call of the same task and cycle gets the same seed in every run; other calls and cycles differ."""
+    return (seed + zlib.crc32(f"{context.task_id}/{context.cycle}/{context.call_index}".encode())) % 2**31
 
 
 class CallResult(BaseModel):
@@ -187,6 +193,8 @@ class ChatEndpoint:
             "max_tokens": max_tokens,
             "temperature": self.endpoint.temperature,
         }
+        if self.endpoint.seed is not None:
+            request["seed"] = call_seed(self.endpoint.seed, context)
         if tools:
             request["tools"] = tools
             if self.endpoint.tool_choice == "named":

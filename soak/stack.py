@@ -272,7 +272,7 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     Settings that make it work: a context larger than the default 2048; no interrupting a running stream
     when another request waits; a chat format with tool calls, which that server makes only for a named
     tool_choice (with "auto" it ignores max_tokens) and whose streams carry no usage, so the endpoint names
-    the owed tool and does not stream.
+    the owed tool and does not stream. Seeded calls make its nights repeatable.
     """
     gguf, port = embedded_gguf(), free_port()
     settings = {
@@ -287,7 +287,7 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{root_url(base_url)}/openapi.json",
                     metrics_url="", start_timeout_seconds=180)
     endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, tool_choice="named", max_tokens=768,
-                        temperature=0.2, max_concurrent_calls=1)
+                        temperature=0.2, seed=0, max_concurrent_calls=1)
     info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
             "settings": settings}
     return server, endpoint, info

