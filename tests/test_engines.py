@@ -224,9 +224,10 @@ class TestVllm:
         assert found["/metrics"][0].endswith("(vllm)"), found["/metrics"]
         assert found["prefix caching"][0].startswith("prefix-twin"), found["prefix caching"]
         assert "hit rate" in found["prefix caching"][0] and not found["prefix caching"][1]
-        # SmolLM2 answers in plain text through the hermes parser: no tool call, never a broken one.
+        # SmolLM2 answers in plain text through the hermes parser: no tool call, never a broken one. Named in
+        # tool_choice, vLLM's structured output does not rescue it (doctor shows that probe too), so no advice to.
         tools, advice = found["tool calls"]
-        assert "'none': 2" in tools and not any(bad in tools for bad in VERDICTS - {"none"}), tools
+        assert tools.startswith("stream {'none': 2}, non-stream {'none': 2}, named {"), tools
         assert "fenced-code fallback" in advice
 
     def test_gate_prefix_twin_reads_the_real_counters(self, vllm, tmp_path):
