@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -187,24 +188,28 @@ def test_llama_server_cache_counts_only_a_finished_build(tmp_path):
 # --- vLLM ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="class")
-def vllm(tmp_path_factory):
-    """`soak engine setup vllm` (cached), then one `soak engine serve vllm` shared by the class, stopped at its end."""
+def served(engine: str, home: Path, setup_timeout: float, ready_timeout: float) -> Iterator[int]:
+    """`soak engine setup ENGINE` (cached), then one `soak engine serve ENGINE` until the generator is closed."""
     skip_if_unwanted()
-    home = tmp_path_factory.mktemp("vllm")
-    setup = soak("engine", "setup", "vllm", cwd=home, timeout=1500)
+    setup = soak("engine", "setup", engine, cwd=home, timeout=setup_timeout)
     if setup.returncode != 0:
-        unavailable(f"vLLM cannot be set up here: {setup.stderr.strip()[-500:]}")
-    port, log = free_port(), home / "vllm.log"
+        unavailable(f"{engine} cannot be set up here: {setup.stderr.strip()[-500:]}")
+    port, log = free_port(), home / f"{engine}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([SOAK, "engine", "serve", "vllm", "--port", str(port)], cwd=home,
+        process = subprocess.Popen([SOAK, "engine", "serve", engine, "--port", str(port)], cwd=home,
                                    env=environment(home), stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_http(f"http://127.0.0.1:{port}/health", process, log, timeout=900)
+        wait_http(f"http://127.0.0.1:{port}/health", process, log, timeout=ready_timeout)
         yield port
     finally:
         stop_group(process)
+
+
+@pytest.fixture(scope="class")
+def vllm(tmp_path_factory):
+    """One vLLM server shared by the class, stopped at its end."""
+    yield from served("vllm", tmp_path_factory.mktemp("vllm"), setup_timeout=1500, ready_timeout=900)
 
 
 @pytest.mark.engine
@@ -283,22 +288,8 @@ class TestVllm:
 
 @pytest.fixture(scope="class")
 def llama_server(tmp_path_factory):
-    """`soak engine setup llama-server` (compiled once, cached), one server shared by the class."""
-    skip_if_unwanted()
-    home = tmp_path_factory.mktemp("llama-server")
-    setup = soak("engine", "setup", "llama-server", cwd=home, timeout=2400)
-    if setup.returncode != 0:
-        unavailable(f"llama-server cannot be built here: {setup.stderr.strip()[-500:]}")
-    port, log = free_port(), home / "llama-server.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([SOAK, "engine", "serve", "llama-server", "--port", str(port)], cwd=home,
-                                   env=environment(home), stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/health", process, log, timeout=300)
-        yield port
-    finally:
-        stop_group(process)
+    """One llama-server (compiled once, cached) shared by the class."""
+    yield from served("llama-server", tmp_path_factory.mktemp("llama-server"), setup_timeout=2400, ready_timeout=300)
 
 
 @pytest.mark.engine
