@@ -17,9 +17,9 @@ import httpx2
 from openai import AsyncOpenAI
 
 from soak.config import Endpoint
-from soak.llm import ChatEndpoint
-from soak.sim import start_subprocess
-from soak.sim_scenario import Scenario
+from soak.llm.client import ChatEndpoint
+from soak.sim.scenario import Scenario
+from soak.sim.server import start_subprocess
 
 MESSAGES = [{"role": "user", "content": "Say something short."}]
 SCENARIO = Scenario.model_validate(

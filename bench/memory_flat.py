@@ -18,11 +18,13 @@ import psutil
 from rich.console import Console
 
 from soak.config import Endpoint, SoakConfig, redact
-from soak.record import Limits, RunFolder, RunInfo, TaskRow, read_rows
-from soak.sandbox import Verdict
-from soak.session import execute
-from soak.sim import start_subprocess
-from soak.tasks import load_suites
+from soak.night.wiring import run_night
+from soak.record.folder import RunFolder
+from soak.record.read import read_rows
+from soak.record.schema import RunInfo, RunLimits, TaskRow
+from soak.sandbox.judge import Verdict
+from soak.sim.server import start_subprocess
+from soak.tasks.suites import load_suites
 
 MB = 2**20
 BANK = ("word-frequency", "luhn-checksum", "balanced-brackets", "pascal-row", "fizzbuzz-rules", "isbn-validate")
@@ -71,12 +73,12 @@ def main() -> None:
             folder = RunFolder(Path(tmp) / "bench")
             folder.path.mkdir()
             info = RunInfo(run_id="bench", created_at=time.time(), config=redact(config.model_dump(mode="json")),
-                           limits=Limits(max_tasks=args.tasks))
+                           limits=RunLimits(max_tasks=args.tasks))
             folder.write_info(info)
             sampler = RssSampler(folder.path / "tasks.csv")
             sampler.start()
             started = time.monotonic()
-            execute(folder, info, config, tasks, judge=reference_judge, quiet=True,
+            run_night(folder, info, config, tasks, judge=reference_judge, quiet=True,
                     console=Console(file=io.StringIO()))
             seconds = time.monotonic() - started
             sampler.done.set()

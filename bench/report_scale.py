@@ -5,8 +5,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from soak.report import render_report
-from soak.report.load import load_run
+from soak.record.read import load_run
+from soak.report.render import render_report
 from soak.report.synth import build_run
 
 TARGET_SECONDS, TARGET_MB, TARGET_RATIO = 15.0, 5.0, 12.0

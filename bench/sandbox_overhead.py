@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from soak.sandbox import isolation_kind, judge
-from soak.tasks import TaskSpec, find_task
+from soak.sandbox.judge import isolation_kind, judge
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import find_task
 
 ROOT = Path(__file__).resolve().parents[1]
 

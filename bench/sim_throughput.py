@@ -16,7 +16,7 @@ import httpx2
 import psutil
 from openai import AsyncOpenAI
 
-from soak.sim import SimServer, load_scenario, start_subprocess
+from soak.sim.server import SimServer, load_scenario, start_subprocess
 
 WRITE_FILE = {
     "type": "function",

@@ -15,10 +15,10 @@ import statistics
 import urllib.request
 
 from soak.config import Endpoint
-from soak.llm import ChatEndpoint
-from soak.record import CallRow
-from soak.sim import start_subprocess
-from soak.sim_scenario import Scenario
+from soak.llm.client import ChatEndpoint
+from soak.record.schema import CallRow
+from soak.sim.scenario import Scenario
+from soak.sim.server import start_subprocess
 
 
 def percentile(values: list[float], share: float) -> float:

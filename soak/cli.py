@@ -45,8 +45,8 @@ def tasks() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per task, one per line.")
 def tasks_list(suite: str, as_json: bool) -> None:
     """Print id, difficulty and tags of every task in the suites."""
-    from soak.tasks import load_suites
-    from soak.tasks.validate import print_task_table
+    from soak.sandbox.validate import print_task_table
+    from soak.tasks.suites import load_suites
 
     selected = load_suites(suite)
     if as_json:
@@ -61,8 +61,8 @@ def tasks_list(suite: str, as_json: bool) -> None:
 @click.option("--jobs", "-j", default=2, show_default=True, help="Sandbox runs in parallel.")
 def tasks_validate(suite: str, jobs: int) -> None:
     """Prove every task sound: the reference passes, the stub (and wrong.py) fail. Exit 1 on any broken task."""
-    from soak.tasks import load_suites
-    from soak.tasks.validate import validate_tasks
+    from soak.sandbox.validate import validate_tasks
+    from soak.tasks.suites import load_suites
 
     ok = validate_tasks(load_suites(suite), jobs=jobs)
     sys.exit(0 if ok else 1)
@@ -78,8 +78,8 @@ def tasks_validate(suite: str, jobs: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
     """Judge one solution file against a task's tests in the sandbox. Exit 0 pass, 1 not."""
-    from soak.sandbox import judge
-    from soak.tasks import find_task
+    from soak.sandbox.judge import judge
+    from soak.tasks.suites import find_task
 
     verdict = judge(find_task(task_ref, suite), solution.read_text(errors="replace"))
     if as_json:
@@ -108,7 +108,7 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
 def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempts: int, max_pass_rate: float,
           over_factor: float) -> None:
     """Turn per-problem failure data of RUNS (ids or folders) into a routing file for `soak run --routing`."""
-    from soak.route import RouteRules, route_runs
+    from soak.decisions.route import RouteRules, route_runs
 
     rules = RouteRules(stronger=stronger, min_attempts=min_attempts, max_pass_rate=max_pass_rate,
                        over_factor=over_factor)
@@ -129,7 +129,8 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
 @click.option("--over-factor", default=3.0, show_default=True, help="Over-iteration: calls > this x the median task's.")
 def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> None:
     """Render RUNS (ids or folders; none = the latest run) into one offline HTML file; several runs are compared."""
-    from soak.report import default_output, render_report, resolve_run_dir
+    from soak.record.read import resolve_run_dir
+    from soak.report.render import default_output, render_report
 
     dirs = [resolve_run_dir(ref) for ref in runs] if runs else [resolve_run_dir(None)]
     click.echo(str(render_report(dirs, output or default_output(dirs), k=over_factor)))
@@ -145,7 +146,7 @@ def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> No
               help="Tolerated drop of B's pass rate below A's (0.05 = 5 points).")
 def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
     """Parity of two runs of the same suite: per-problem pass/fail, TTFT and tok/s. Exit 1 when B regresses."""
-    from soak.compare import compare_runs
+    from soak.decisions.compare import compare_runs
 
     comparison = compare_runs(run_a, run_b, max_pass_drop)
     click.echo("\n".join(comparison.lines()))
@@ -174,7 +175,7 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
          metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
          output: Path | None) -> None:
     """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL."""
-    from soak.gate import run_gate_command
+    from soak.decisions.gate import run_gate_command
 
     ok = run_gate_command(name, GATES, config_path, role, base_url, model, metrics_url, tokens, threshold,
                           transcript, output)
@@ -193,7 +194,7 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
     /metrics, prefix caching, context length; each problem with the fix. Exit 1 when the night would be wasted."""
     from soak.config import load_config, with_cli_endpoint
-    from soak.doctor import run_doctor
+    from soak.decisions.doctor import run_doctor
 
     config = with_cli_endpoint(load_config(config_path), base_url, model)
     if not config.endpoints:
@@ -214,7 +215,7 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
 def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | None, model: str | None,
          mode: str | None) -> None:
     """Run one task end to end and print each call and the result as tables. Exit 0 on pass, 1 otherwise."""
-    from soak.trial import try_command
+    from soak.night.trial import try_command
 
     sys.exit(0 if try_command(task_ref, suite, config_path, base_url, model, mode) else 1)
 
@@ -251,7 +252,7 @@ def run(config_path: Path | None, hours: float | None, minutes: float | None, ma
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
     budget stopped it, 2 on bad input, 130 on Ctrl-C / SIGTERM (resume it with --resume RUN_ID).
     """
-    from soak.runs import RunOptions, run_command
+    from soak.night.lifecycle import RunOptions, run_command
 
     options = RunOptions(
         config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
@@ -267,7 +268,7 @@ def status(run_id: str | None) -> None:
     """Progress of RUN_ID (default: the newest run), read from its folder; works while it runs."""
     from rich.console import Console
 
-    from soak.runs import show_status
+    from soak.night.lifecycle import show_status
 
     show_status(run_id, Console())
 
@@ -279,7 +280,7 @@ def stop(run_id: str, timeout: float) -> None:
     """Stop a running run gracefully (SIGTERM): in-flight tasks are recorded as cancelled. Exit 1 if it hangs."""
     from rich.console import Console
 
-    from soak.runs import stop_run
+    from soak.night.lifecycle import stop_run
 
     sys.exit(stop_run(run_id, timeout, Console()))
 
@@ -289,9 +290,9 @@ def runs() -> None:
     """List the runs in the data folder: id, start, state (running/finished/stopped/crashed), tasks, pass rate."""
     from rich.console import Console
 
-    from soak.runs import list_runs
+    from soak.night.lifecycle import print_runs
 
-    list_runs(Console())
+    print_runs(Console())
 
 
 # --- sim ---------------------------------------------------------------------------------------
@@ -303,8 +304,8 @@ def runs() -> None:
 @click.option("--scenario", default="clean", show_default=True,
               help="Shipped scenario (clean, flaky, overiterate, zero, ...) or a .toml/.json file.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every random choice (replies, faults, timing).")
-@click.option("--engine", type=click.Choice(["vllm", "llamacpp", "llama-cpp-python"]), default="vllm",
-              show_default=True, help="Which server to imitate: vLLM, llama-server (llamacpp) or llama-cpp-python "
+@click.option("--engine", type=click.Choice(["vllm", "llama-server", "llama-cpp-python"]), default="vllm",
+              show_default=True, help="Which server to imitate: vLLM, llama-server or llama-cpp-python "
               "(/metrics, /health, usage, reasoning field, tool_choice handling).")
 @click.option("--suite", default="builtin", show_default=True, help="Task suites the simulated coder knows.")
 @click.option("--state", type=click.Path(dir_okay=False, path_type=Path),
@@ -314,14 +315,14 @@ def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, sui
 
     The crash fault exits the process with code 70, for rehearsing a supervisor's restarts.
     """
-    from soak.sim import serve
+    from soak.sim.server import serve
 
     serve(scenario, host, port, seed, engine, suite, state)
 
 
 # --- engine ------------------------------------------------------------------------------------
 
-ENGINE_CHOICE = click.Choice(["vllm", "llamacpp", "llama-server"])
+ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
 @main.group()
@@ -330,7 +331,7 @@ def engine() -> None:
 
     `soak engine setup vllm` once (about 3 minutes, cached in $SOAK_CACHE_DIR or ~/.cache/soak), then
     `soak engine config vllm --port 8000 > soak.toml` and `soak run --config soak.toml`. `llama-server` is
-    llama.cpp's own server (compiled once, about 6 minutes); `llamacpp` is llama-cpp-python, the embedded default.
+    llama.cpp's own server (compiled once, about 6 minutes); `llama-cpp-python` is the embedded default.
     """
 
 
@@ -338,8 +339,8 @@ def engine() -> None:
 @click.argument("name", type=ENGINE_CHOICE)
 def engine_setup(name: str) -> None:
     """Prepare an engine: vllm gets its own venv and a bf16 copy of the model, llama-server is compiled into a venv
-    of its own; llamacpp only checks the `local` extra. Idempotent and fast when cached."""
-    from soak.engines import cache_dir, setup_llama_server, setup_llamacpp, setup_vllm
+    of its own; llama-cpp-python only checks the `local` extra. Idempotent and fast when cached."""
+    from soak.stack.engines import cache_dir, setup_llama_cpp_python, setup_llama_server, setup_vllm
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -349,7 +350,7 @@ def engine_setup(name: str) -> None:
     elif name == "llama-server":
         setup_llama_server(cache_dir(), say)
     else:
-        setup_llamacpp(say)
+        setup_llama_cpp_python(say)
 
 
 @engine.command("serve", context_settings={"ignore_unknown_options": True})
@@ -360,7 +361,7 @@ def engine_setup(name: str) -> None:
 def engine_serve(name: str, port: int, host: str, extra: tuple[str, ...]) -> None:
     """Run the server in the foreground (it replaces this process: fit for an `up` command).
     Arguments after the options go to the server, e.g. `-- --max-num-seqs 4`."""
-    from soak.engines import cache_dir, serve
+    from soak.stack.engines import cache_dir, serve
 
     serve(name, host, port, [a for a in extra if a != "--"], cache_dir())
 
@@ -370,6 +371,10 @@ def engine_serve(name: str, port: int, host: str, extra: tuple[str, ...]) -> Non
 @click.option("--port", default=8000, show_default=True, help="Port the server will listen on.")
 def engine_config(name: str, port: int) -> None:
     """Print soak.toml lines that start, watch and restart this engine with both roles on it."""
-    from soak.engines import config_snippet
+    from soak.stack.engines import config_snippet
 
     click.echo(config_snippet(name, port), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,12 +1,12 @@
 """`soak.toml`: one pydantic tree, validated with readable errors, redacted before it is recorded."""
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from soak.errors import BadInput
+from soak.files import load_model
 
 SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
 
@@ -164,29 +164,13 @@ def with_cli_endpoint(config: SoakConfig, base_url: str | None, model: str | Non
     return config.model_copy(update={"endpoints": endpoints, "roles": Roles(orchestrator="cli", coder="cli")})
 
 
-def describe_validation_error(source: str, error: ValidationError) -> str:
-    """One line per problem: `soak.toml: budgets.max_calls: Input should be a valid integer`."""
-    parts = []
-    for problem in error.errors():
-        where = ".".join(str(p) for p in problem["loc"]) or "(top level)"
-        parts.append(f"{where}: {problem['msg']}")
-    return f"{source}: " + "; ".join(parts)
 
 
 def load_config(path: Path | None) -> SoakConfig:
     """Read and validate `soak.toml`; no path means all defaults."""
     if path is None:
         return SoakConfig()
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such config file") from None
-    except tomllib.TOMLDecodeError as error:
-        raise BadInput(f"{path}: not valid TOML: {error}") from None
-    try:
-        return SoakConfig.model_validate(raw)
-    except ValidationError as error:
-        raise BadInput(describe_validation_error(str(path), error)) from None
+    return load_model(path, SoakConfig, "config file")
 
 
 def redact(value: Any) -> Any:

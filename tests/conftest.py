@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from soak.sim import SimServer
-from soak.sim_scenario import Scenario, Timing
+from soak.sim.scenario import Scenario, Timing
+from soak.sim.server import SimServer
 
 EXERCISM_FIXTURES = Path(__file__).parent / "fixtures" / "exercism"
 

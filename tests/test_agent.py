@@ -9,15 +9,17 @@ from typing import Any
 
 import pytest
 
-from soak.agent import fenced_code, run_task
+from soak.agent.loop import fenced_code, run_task
+from soak.agent.tools import CODER_TOOLS
 from soak.config import Budgets, Endpoint
-from soak.llm import ChatEndpoint
+from soak.llm.client import ChatEndpoint
+from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.paths import builtin_tasks_dir
-from soak.record import CallRow, TaskRow
-from soak.sim import SimServer
-from soak.sim_scenario import Scenario
-from soak.tasks import TaskSpec, find_task
-from soak.tools import CODER_TOOLS, ToolCall, required_params, verdict_of
+from soak.record.schema import CallRow, TaskRow
+from soak.sim.scenario import Scenario
+from soak.sim.server import SimServer
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import find_task
 
 TASK = "word-frequency"
 
@@ -181,7 +183,7 @@ def test_bad_tool_calls_are_answered_and_counted(task: TaskSpec, sim: SimServer,
     # The transcript keeps the broken call as the model wrote it.
     written = [call["function"] for line in result.transcript() for call in line.get("tool_calls", [])]
     required = required_params(CODER_TOOLS)
-    assert verdict in [verdict_of(ToolCall(id="", **function), required) for function in written]
+    assert verdict in [judge_call(ToolCall(id="", **function), required) for function in written]
     assert_ground_truth(result, sim)
 
 

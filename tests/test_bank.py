@@ -5,8 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from soak.tasks import TaskSpec, load_suites
-from soak.tasks.validate import task_problems
+from soak.sandbox.validate import task_problems
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import load_suites
 
 BUILTIN = load_suites("builtin")
 

@@ -2,8 +2,8 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.compare import compare_runs
-from soak.record import CallRow, TaskRow
+from soak.decisions.compare import compare_runs
+from soak.record.schema import CallRow, TaskRow
 from soak.report.synth import write_rows
 
 

@@ -4,9 +4,9 @@ from click.testing import CliRunner
 
 from soak.cli import main
 from soak.config import SoakConfig, with_cli_endpoint
-from soak.doctor import diagnose_all
-from soak.sim_scenario import Cache, Fault, Reasoning
-from soak.stack import free_port
+from soak.decisions.doctor import diagnose_all
+from soak.sim.scenario import Cache, Fault, Reasoning
+from soak.stack.servers import free_port
 
 
 def findings_of(url: str) -> dict[str, tuple[str, bool, str, bool]]:

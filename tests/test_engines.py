@@ -22,11 +22,11 @@ import psutil
 import pytest
 
 from soak.config import load_config
-from soak.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
+from soak.llm.integrity import path_escapes
 from soak.paths import builtin_tasks_dir
-from soak.record import MODEL_OUTCOMES
-from soak.stack import EMBEDDED_MODEL, free_port
-from soak.tools import path_escapes
+from soak.record.schema import MODEL_OUTCOMES
+from soak.stack.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
+from soak.stack.servers import EMBEDDED_MODEL, free_port
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -127,7 +127,7 @@ def assert_tasks_recorded(folder: Path, count: int) -> list[dict[str, str]]:
 # --- without an engine ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["vllm", "llamacpp", "llama-server"])
+@pytest.mark.parametrize("engine", ["vllm", "llama-cpp-python", "llama-server"])
 def test_config_lines_are_a_valid_soak_toml(engine, tmp_path):
     result = soak("engine", "config", engine, "--port", "8123", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -138,7 +138,7 @@ def test_config_lines_are_a_valid_soak_toml(engine, tmp_path):
     [server] = config.stack.servers
     assert server.base_url == config.endpoints[engine].base_url == "http://127.0.0.1:8123/v1"
     assert f"engine serve {engine} --port 8123" in (server.up or "")
-    if engine == "llamacpp":  # llama-cpp-python: no /health, no /metrics, tools only when named
+    if engine == "llama-cpp-python":  # llama-cpp-python: no /health, no /metrics, tools only when named
         assert server.health_url == "http://127.0.0.1:8123/openapi.json" and server.metrics_url == ""
         assert not config.endpoints[engine].stream and config.endpoints[engine].tool_choice == "named"
     else:
@@ -357,9 +357,9 @@ class TestLlamaServer:
 
 
 @pytest.fixture
-def llamacpp(tmp_path):
+def llama_cpp_python(tmp_path):
     skip_if_unwanted()
-    setup = soak("engine", "setup", "llamacpp", cwd=tmp_path)
+    setup = soak("engine", "setup", "llama-cpp-python", cwd=tmp_path)
     if setup.returncode != 0:
         unavailable(f"llama.cpp cannot be set up here (pip install -e '.[local]'): {setup.stderr.strip()[-300:]}")
 
@@ -394,7 +394,7 @@ def written_paths(folder: Path) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 class TestLlamacpp:
-    def test_embedded_default_short_run(self, llamacpp, tmp_path):
+    def test_embedded_default_short_run(self, llama_cpp_python, tmp_path):
         # Two builtin tasks, and bait: a task that names a file outside the workspace, which the tiny model copies.
         suite, outside = tmp_path / "suite", Path("/tmp/soak-bait/greeting.py")
         shutil.rmtree(outside.parent, ignore_errors=True)
@@ -434,9 +434,9 @@ class TestLlamacpp:
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
 
-    def test_killed_server_is_restarted_with_its_up_command(self, llamacpp, tmp_path):
+    def test_killed_server_is_restarted_with_its_up_command(self, llama_cpp_python, tmp_path):
         port = free_port()
-        config = soak("engine", "config", "llamacpp", "--port", str(port), cwd=tmp_path)
+        config = soak("engine", "config", "llama-cpp-python", "--port", str(port), cwd=tmp_path)
         assert config.returncode == 0, config.stderr
         stack = "[stack]\nhealth_interval_seconds = 1\nfailures_before_down = 2\n"
         (tmp_path / "soak.toml").write_text(config.stdout + BUDGETS + stack)
@@ -454,7 +454,7 @@ class TestLlamacpp:
                 runner.send_signal(signal.SIGTERM)
                 runner.wait(timeout=60)
         assert runner.returncode == 0, output
-        events = [e for e in rows(folder / "events.csv") if e["source"] == "llamacpp"]
+        events = [e for e in rows(folder / "events.csv") if e["source"] == "llama-cpp-python"]
         kinds = [e["kind"] for e in events]
         assert kinds[:2] == ["server_start", "server_ready"], kinds
         assert "down" in kinds and "restart" in kinds, kinds

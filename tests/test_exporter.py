@@ -1,9 +1,9 @@
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
-from soak.exporter import RunExporter
-from soak.record import CallRow, EventRow, SampleRow, TaskRow
-from soak.stack import free_port
+from soak.night.exporter import RunExporter
+from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
+from soak.stack.servers import free_port
 
 
 def task(outcome: str) -> TaskRow:

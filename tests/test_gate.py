@@ -3,8 +3,8 @@ import json
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.sim_scenario import Cache, Fault
-from soak.stack import free_port
+from soak.sim.scenario import Cache, Fault
+from soak.stack.servers import free_port
 
 
 def gate(*args: str):
@@ -36,7 +36,7 @@ def test_prefix_twin_reads_counter_deltas(fast_sim):
 
 
 def test_prefix_twin_on_llama_server_counts_cached_beside_evaluated_tokens(fast_sim, tmp_path):
-    server, url = fast_sim(engine="llamacpp")
+    server, url = fast_sim(engine="llama-server")
     out = tmp_path / "gates.json"
     result = gate("prefix-twin", "--base-url", url, "--model", "m", "-o", str(out))
     assert result.exit_code == 0 and "PASS  prefix-twin" in result.output, result.output

@@ -9,10 +9,10 @@ import httpx2
 import pytest
 
 from soak.config import Endpoint
-from soak.llm import CallContext, ChatEndpoint
-from soak.record import CallRow
-from soak.reply import reasoning_exhausted
-from soak.tools import ToolCall, judge_tool_calls, path_escapes
+from soak.llm.client import CallContext, ChatEndpoint
+from soak.llm.integrity import ToolCall, judge_tool_calls, path_escapes
+from soak.llm.reply import reasoning_exhausted
+from soak.record.schema import CallRow
 
 TOOLS = [
     {

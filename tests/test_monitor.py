@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from soak.monitor import Monitor, Sampler, ServerMetricsSource, default_samplers, parse_server_metrics
-from soak.stack import free_port
+from soak.stack.servers import free_port
+from soak.stack.telemetry import Monitor, Sampler, ServerMetricsSource, default_samplers, parse_server_metrics
 
 VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -64,7 +64,7 @@ def test_real_llama_server_scrape_keeps_the_cache_and_speculation_counters():
 
 
 def test_sim_exposes_the_series_a_real_llama_server_does(fast_sim):
-    _, url = fast_sim(engine="llamacpp")
+    _, url = fast_sim(engine="llama-server")
     simulated = httpx2.get(url.removesuffix("/v1") + "/metrics").text
     assert sample_names(simulated) == sample_names(REAL_LLAMA_SERVER.read_text())
 
@@ -141,7 +141,7 @@ def test_harness_tree_leaves_out_servers_and_cpu_spans_the_interval():
     import sys
     import time
 
-    from soak.monitor import ProcessTrees, sample_processes
+    from soak.stack.telemetry import ProcessTrees, sample_processes
 
     server = subprocess.Popen([sys.executable, "-c", "x = bytearray(300_000_000); import time; time.sleep(60)"])
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # e.g. a sandboxed test run

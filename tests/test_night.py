@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.route import load_routing
-from soak.stack import free_port
+from soak.decisions.route import load_routing
+from soak.stack.servers import free_port
 
 SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
 
@@ -31,7 +31,7 @@ def test_crashing_server_is_restarted_by_its_up_command_and_the_night_goes_on(tm
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     # The crash scenario exits on its 3rd request; the state file keeps the count across restarts: it dies once.
-    up = (f"exec {sys.executable} -m soak.sim --port {port} --scenario crash --suite {SUITE} "
+    up = (f"exec {sys.executable} -m soak.cli sim --port {port} --scenario crash --suite {SUITE} "
           f"--state {tmp_path / 'sim-state.json'}")
     config = tmp_path / "soak.toml"
     config.write_text(f"""
@@ -81,7 +81,7 @@ tokens_per_chunk = 8
 [orchestrator]
 overiterate_tasks = ["two-fer"]
 """)
-    from soak.sim import SimServer, load_scenario
+    from soak.sim.server import SimServer, load_scenario
 
     with SimServer(load_scenario(scenario), seed=1, suite=SUITE) as sim:
         url = sim.start()
@@ -128,8 +128,8 @@ def test_metrics_port_serves_the_night_while_it_runs(tmp_path, data_dir):
     import httpx2
     from prometheus_client.parser import text_string_to_metric_families
 
-    from soak.sim import SimServer
-    from soak.sim_scenario import Scenario, Timing
+    from soak.sim.scenario import Scenario, Timing
+    from soak.sim.server import SimServer
 
     port = free_port()
     with SimServer(Scenario(timing=Timing(ttft_seconds=0.2, decode_tokens_per_second=0)), suite=SUITE) as sim:

@@ -5,22 +5,12 @@ import os
 import pandas as pd
 import pytest
 
-from soak import record
 from soak.errors import BadInput
-from soak.record import (
-    CallRow,
-    CsvLog,
-    EventRow,
-    Limits,
-    RunFolder,
-    RunInfo,
-    TaskRow,
-    clean_text,
-    complete_length,
-    encode_row,
-    read_rows,
-    write_json_atomic,
-)
+from soak.files import write_atomic
+from soak.record import folder as record
+from soak.record.folder import CsvLog, RunFolder, clean_text, complete_length, encode_row
+from soak.record.read import read_rows
+from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, TaskRow
 
 TORTURE = [
     "plain",
@@ -167,10 +157,10 @@ def test_task_rows_are_fsynced_calls_only_written(tmp_path, monkeypatch):
 
 def test_run_json_is_replaced_atomically(tmp_path, monkeypatch):
     path = tmp_path / "run.json"
-    write_json_atomic(path, json.dumps({"v": 1}))
+    write_atomic(path, json.dumps({"v": 1}))
     monkeypatch.setattr(record.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError):
-        write_json_atomic(path, json.dumps({"v": 2}))
+        write_atomic(path, json.dumps({"v": 2}))
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
@@ -178,7 +168,7 @@ def test_run_json_is_replaced_atomically(tmp_path, monkeypatch):
 def test_run_folder_round_trip(tmp_path):
     folder = RunFolder(tmp_path / "run-1")
     folder.open()
-    info = RunInfo(run_id="run-1", created_at=1.0, config={"concurrency": 2}, limits=Limits(max_tasks=3))
+    info = RunInfo(run_id="run-1", created_at=1.0, config={"concurrency": 2}, limits=RunLimits(max_tasks=3))
     folder.write_info(info)
     folder.event("note", "hello, \"world\"\n")
     folder.close()

@@ -15,10 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.record import CallRow, CsvLog, EventRow, SampleRow, TaskRow
+from soak.record.folder import CsvLog
+from soak.record.read import load_run
+from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 from soak.report import aggregate as agg
-from soak.report import render_report, series
-from soak.report.load import load_run
+from soak.report import series
+from soak.report.render import render_report
 from soak.report.synth import build_run
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -217,7 +219,7 @@ def test_render_a_folder_with_only_some_files(night: Path, tmp_path: Path, keep:
 
 
 def test_render_comparison_of_two_runs(night: Path, tmp_path: Path) -> None:
-    other = build_run(tmp_path, run_id="llama", tasks=30, hours=1, engine="llamacpp", seed=5, in_progress=True)
+    other = build_run(tmp_path, run_id="llama", tasks=30, hours=1, engine="llama-server", seed=5, in_progress=True)
     html = render_report([night, other], tmp_path / "cmp.html").read_text()
     assert 'id="comparison"' in html and "Pass rate per problem" in html
     assert json.loads((tmp_path / "summary.json").read_text())["runs"][1]["run_id"] == "llama"
@@ -303,7 +305,7 @@ rate = 0.1
 
 @pytest.mark.slow
 def test_report_of_a_run_recorded_by_the_runner_against_the_sim(tmp_path: Path) -> None:
-    from soak.sim import SimServer, load_scenario
+    from soak.sim.server import SimServer, load_scenario
 
     scenario_file = tmp_path / "faulty.toml"
     scenario_file.write_text(FAULTY)

@@ -4,10 +4,10 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
+from soak.decisions.route import RouteRules, load_routing, route_runs
 from soak.errors import BadInput
-from soak.record import TaskRow
+from soak.record.schema import TaskRow
 from soak.report.synth import write_rows
-from soak.route import RouteRules, load_routing, route_runs
 
 
 def attempt(task_id: str, outcome: str, calls: int = 3, seconds: float = 60.0) -> TaskRow:

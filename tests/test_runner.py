@@ -14,12 +14,14 @@ import pytest
 from rich.console import Console
 
 from soak.config import Endpoint, SoakConfig, redact
-from soak.record import CallRow, EventRow, Limits, RunFolder, RunInfo, Session, TaskRow, read_rows
-from soak.runner import Attempt, Runner, Schedule
-from soak.runs import run_state
-from soak.session import EndpointProbe, execute, read_pid, unmanaged_base_urls
-from soak.stack import free_port
-from soak.tasks import TaskSpec
+from soak.night.lifecycle import run_state
+from soak.night.loop import Attempt, Runner, Schedule
+from soak.night.wiring import EndpointProbe, read_pid, run_night, unmanaged_base_urls
+from soak.record.folder import RunFolder
+from soak.record.read import read_rows
+from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
+from soak.stack.servers import free_port
+from soak.tasks.spec import TaskSpec
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
 
@@ -80,7 +82,7 @@ class Always:
         return True
 
 
-def new_folder(tmp_path: Path, limits: Limits, run_id: str = "run-1", **settings) -> tuple[RunFolder, RunInfo,
+def new_folder(tmp_path: Path, limits: RunLimits, run_id: str = "run-1", **settings) -> tuple[RunFolder, RunInfo,
                                                                                            SoakConfig]:
     settings.setdefault("concurrency", 2)
     settings.setdefault("grace_seconds", 5)
@@ -130,7 +132,7 @@ def assert_calls_add_up(folder: RunFolder, orphans_allowed: bool = False) -> Non
 
 
 def test_task_limit_records_one_row_per_attempt_and_every_call(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=15), concurrency=3)
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=15), concurrency=3)
     end, _ = run(folder, info, config, FakeTasks(seconds=0.01, calls=3))
     assert (end.reason, end.exit_code) == ("tasks", 0)
     rows = tasks_of(folder)
@@ -147,7 +149,7 @@ def test_task_limit_records_one_row_per_attempt_and_every_call(tmp_path):
 def test_cycles_are_seeded_shuffles_of_the_whole_suite(tmp_path):
     orders = {}
     for seed in (7, 7, 8):
-        folder, info, config = new_folder(tmp_path, Limits(max_cycles=3), run_id=f"s{seed}-{len(orders)}",
+        folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=3), run_id=f"s{seed}-{len(orders)}",
                                           concurrency=1, seed=seed)
         end, _ = run(folder, info, config, FakeTasks())
         assert end.reason == "cycles"
@@ -164,9 +166,9 @@ def test_cycles_are_seeded_shuffles_of_the_whole_suite(tmp_path):
 
 def test_schedule_picks_up_a_cycle_where_it_stopped():
     tasks = make_tasks()
-    order = Schedule(tasks, 3, Limits(), set()).order(2)
+    order = Schedule(tasks, 3, RunLimits(), set()).order(2)
     done = {(1, t) for t in TASK_IDS} | {(2, t) for t in order[:2]} | {(3, order[0])}
-    schedule = Schedule(tasks, 3, Limits(max_tasks=len(done) + 5), done)
+    schedule = Schedule(tasks, 3, RunLimits(max_tasks=len(done) + 5), done)
     taken = [schedule.take() for _ in range(6)]
     assert [(c, t.id) for c, t in taken[:4]] == [(2, t) for t in order[2:]]
     assert taken[4][0] == 3 and taken[4][1].id != order[0]
@@ -174,7 +176,7 @@ def test_schedule_picks_up_a_cycle_where_it_stopped():
 
 
 def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(duration_seconds=0.6), concurrency=2, grace_seconds=0.3)
+    folder, info, config = new_folder(tmp_path, RunLimits(duration_seconds=0.6), concurrency=2, grace_seconds=0.3)
     slow = {"task-0", "task-1", "task-2", "task-3", "task-4", "task-5"}
     fake = FakeTasks(seconds=0.2, calls=2)
     original = fake.__call__
@@ -200,7 +202,7 @@ def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
 
 
 def test_error_budget_pauses_then_ends_the_run(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=200), concurrency=2,
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=200), concurrency=2,
                                       error_budget={"window_tasks": 10, "max_infra_fraction": 0.3,
                                                     "wait_for_stack_seconds": 0.2})
     end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "infra_error"), readiness=Never())
@@ -213,7 +215,7 @@ def test_error_budget_pauses_then_ends_the_run(tmp_path):
 
 
 def test_a_stack_that_comes_back_unpauses_the_run(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=30), concurrency=1,
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=30), concurrency=1,
                                       error_budget={"window_tasks": 5, "max_infra_fraction": 0.2})
     stack = Always()
     end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "infra_error" if n <= 3 else "pass"),
@@ -227,7 +229,7 @@ def test_a_stack_that_comes_back_unpauses_the_run(tmp_path):
 
 def test_a_flapping_stack_still_ends_the_run(tmp_path):
     """Ready at once but every task still an infra error: the failing time adds up across pauses."""
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=10_000), concurrency=1,
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=10_000), concurrency=1,
                                       error_budget={"window_tasks": 4, "max_infra_fraction": 0.25,
                                                     "wait_for_stack_seconds": 0.3})
     end, _ = run(folder, info, config, FakeTasks(seconds=0.01, outcome=lambda t, n: "infra_error"),
@@ -237,7 +239,7 @@ def test_a_flapping_stack_still_ends_the_run(tmp_path):
 
 
 def test_a_server_down_event_from_the_stack_pauses_new_attempts(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=8), concurrency=1)
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=8), concurrency=1)
 
     class Restarts:
         """Comes back after a while, like StackSupervisor.wait_until_ready after a restart."""
@@ -259,7 +261,7 @@ def test_a_server_down_event_from_the_stack_pauses_new_attempts(tmp_path):
 
 
 def test_a_harness_bug_is_a_row_and_the_run_goes_on(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=6))
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=6))
     end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: "raise" if n == 2 else "pass"))
     assert end.reason == "tasks"
     rows = tasks_of(folder)
@@ -270,7 +272,7 @@ def test_a_harness_bug_is_a_row_and_the_run_goes_on(tmp_path):
 
 
 def test_sigint_cancels_in_flight_attempts_and_a_resume_redoes_them(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=12), concurrency=3)
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=12), concurrency=3)
 
     def interrupt(n):
         if n == 7:
@@ -299,15 +301,15 @@ def test_sigint_cancels_in_flight_attempts_and_a_resume_redoes_them(tmp_path):
 
 
 def test_resume_after_a_crash_repairs_the_tail_keeps_orphan_calls_and_skips_done_work(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_cycles=2), concurrency=1)
+    folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=2), concurrency=1)
     end, _ = run(folder, info, config, FakeTasks())
     # Fake a crash in a second session: half a cycle done, one attempt's calls without its row, a torn row.
     info = folder.read_info()
-    info.limits = Limits(max_cycles=3)
+    info.limits = RunLimits(max_cycles=3)
     info.sessions.append(Session(session=1, pid=1, started_at=time.time() - 10, last_seen_at=time.time() - 5))
     info.ended_at = None
     folder.write_info(info)
-    order = Schedule(make_tasks(), config.seed, Limits(), set()).order(3)
+    order = Schedule(make_tasks(), config.seed, RunLimits(), set()).order(3)
     folder.open()
     folder.record_task(TaskRow(run_id="run-1", cycle=3, session=1, task_id=order[0], suite="test", started_at=1,
                                ended_at=2, duration_s=1, outcome="pass"))
@@ -332,7 +334,7 @@ def test_resume_after_a_crash_repairs_the_tail_keeps_orphan_calls_and_skips_done
 
 
 def test_resume_gets_the_remaining_time_of_the_duration(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(duration_seconds=100), concurrency=1)
+    folder, info, config = new_folder(tmp_path, RunLimits(duration_seconds=100), concurrency=1)
     now = time.time()
     info.sessions.append(Session(session=0, pid=1, started_at=now - 1000, last_seen_at=now - 901))
     folder.write_info(info)
@@ -379,9 +381,9 @@ def test_pause_probes_only_endpoints_no_stack_server_serves():
 
 
 def test_execute_wires_the_session_and_prints_quiet_lines(tmp_path):
-    folder, info, config = new_folder(tmp_path, Limits(max_tasks=4))
+    folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=4))
     out = io.StringIO()
-    end = execute(folder, info, config, make_tasks(), task_fn=FakeTasks(), console=Console(file=out, width=200))
+    end = run_night(folder, info, config, make_tasks(), task_fn=FakeTasks(), console=Console(file=out, width=200))
     assert end.exit_code == 0
     text = out.getvalue()
     assert text.count(" calls 2 ") == 4 and "completed: the task limit was reached" in text
@@ -408,7 +410,7 @@ def write_bank(root: Path, count: int = 6) -> str:
 
 def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None):
     """Passes exactly the reference solution: the serving side is under test here, not pytest."""
-    from soak.sandbox import Verdict
+    from soak.sandbox.judge import Verdict
 
     ok = source.strip() == task.reference.strip()
     return Verdict(outcome="pass" if ok else "fail", tests_passed=int(ok), tests_total=1,
@@ -418,7 +420,7 @@ def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None
 def fast_flaky():
     """The flaky scenario at zero latency, without crashes (in-thread, nothing would restart the sim)."""
     from soak.errors import BadInput
-    from soak.sim import Scenario, load_scenario
+    from soak.sim.server import Scenario, load_scenario
 
     try:
         base = load_scenario("flaky")
@@ -445,7 +447,7 @@ def sim_config(url: str, suite: str, **settings) -> SoakConfig:
                       **settings)
 
 
-def folder_for(tmp_path: Path, config: SoakConfig, limits: Limits, run_id: str = "sim-run"):
+def folder_for(tmp_path: Path, config: SoakConfig, limits: RunLimits, run_id: str = "sim-run"):
     folder = RunFolder(tmp_path / "data" / run_id)
     folder.path.mkdir(parents=True)
     info = RunInfo(run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
@@ -456,16 +458,16 @@ def folder_for(tmp_path: Path, config: SoakConfig, limits: Limits, run_id: str =
 
 @pytest.mark.slow
 def test_flaky_sim_150_attempts_one_row_each_and_every_call_recorded(tmp_path):
-    from soak.sim import SimServer
-    from soak.tasks import load_suites
+    from soak.sim.server import SimServer
+    from soak.tasks.suites import load_suites
 
     suite = write_bank(tmp_path / "bank")
     sim = SimServer(fast_flaky(), seed=11, suite=suite)
     url = sim.start()
     try:
         config = sim_config(url, suite, concurrency=4)
-        folder, info = folder_for(tmp_path, config, Limits(max_tasks=150))
-        end = execute(folder, info, config, load_suites(suite), judge=reference_judge,
+        folder, info = folder_for(tmp_path, config, RunLimits(max_tasks=150))
+        end = run_night(folder, info, config, load_suites(suite), judge=reference_judge,
                       console=Console(file=io.StringIO()))
         served = sim.stats.requests
     finally:
@@ -491,14 +493,14 @@ sys.path.insert(0, {tests!r})
 from test_runner import reference_judge
 
 from soak.config import SoakConfig
-from soak.record import RunFolder
-from soak.session import execute
-from soak.tasks import load_suites
+from soak.night.wiring import run_night
+from soak.record.folder import RunFolder
+from soak.tasks.suites import load_suites
 
 folder = RunFolder(Path(sys.argv[1]))
 info = folder.read_info()
 config = SoakConfig.model_validate(info.config)
-sys.exit(execute(folder, info, config, load_suites(config.suite), quiet=True, judge=reference_judge).exit_code)
+sys.exit(run_night(folder, info, config, load_suites(config.suite), quiet=True, judge=reference_judge).exit_code)
 """
 
 
@@ -507,7 +509,7 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     import subprocess
     import sys
 
-    from soak.sim import start_subprocess
+    from soak.sim.server import start_subprocess
 
     suite = write_bank(tmp_path / "bank")
     scenario = fast_flaky().model_copy(update={"timing": fast_flaky().timing.model_copy(
@@ -516,7 +518,7 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     child = tmp_path / "child.py"
     child.write_text(CHILD.format(tests=str(Path(__file__).parent)))
     config = sim_config(url, suite, concurrency=4)
-    folder, _ = folder_for(tmp_path, config, Limits(max_tasks=120))
+    folder, _ = folder_for(tmp_path, config, RunLimits(max_tasks=120))
     rng = random.Random(2024)
     killed = 0
     try:
@@ -635,7 +637,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, args, messa
 
 def test_resume_refuses_config_flags_and_a_second_start_of_the_same_id(tmp_path, monkeypatch):
     monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=1), run_id="r")
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=1), run_id="r")
     result = invoke("run", "--resume", "r", "--concurrency", "3")
     assert result.exit_code == 2 and "--concurrency" in result.output
     result = invoke("run", "--run-id", "r", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--suite",
@@ -644,14 +646,14 @@ def test_resume_refuses_config_flags_and_a_second_start_of_the_same_id(tmp_path,
 
 
 def test_resume_with_new_limits_counts_them_from_now(tmp_path, monkeypatch):
-    from soak.runs import RunOptions, reopen_run
+    from soak.night.lifecycle import RunOptions, reopen_run
 
     monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
     suite = write_bank(tmp_path / "bank", 3)
-    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=3), run_id="r", suite=suite)
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=3), run_id="r", suite=suite)
     run(folder, info, config, FakeTasks())
     folder, info, config, tasks = reopen_run(RunOptions(resume="r", tasks=2))
-    assert info.limits == Limits(max_tasks=5)
+    assert info.limits == RunLimits(max_tasks=5)
     run(folder, info, config, FakeTasks(), tasks=tasks)
     assert len(tasks_of(folder)) == 5
     folder, info, config, tasks = reopen_run(RunOptions(resume="r", minutes=1))
@@ -663,7 +665,7 @@ def test_status_and_runs_read_the_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
     assert "no runs" in invoke("runs").output
     assert invoke("status").exit_code == 2
-    folder, info, config = new_folder(tmp_path / "data", Limits(max_tasks=5), run_id="first")
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=5), run_id="first")
     run(folder, info, config, FakeTasks(outcome=lambda t, n: "pass" if n % 5 else "timeout"))
     listing = invoke("runs").output
     assert "first" in listing and "finished" in listing and "80%" in listing
@@ -677,7 +679,7 @@ def test_detach_status_stop_from_other_processes(tmp_path):
     import subprocess
     import sys
 
-    from soak.sim import Scenario, start_subprocess
+    from soak.sim.server import Scenario, start_subprocess
 
     suite = write_bank(tmp_path / "bank", 4)
     sim, url = start_subprocess(Scenario.model_validate({"timing": {"ttft_seconds": [0.2, 0.5]}}), suite=suite)

@@ -11,11 +11,13 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from soak import jail, sandbox
 from soak.cli import main
-from soak.jail import Limits
-from soak.sandbox import judge
-from soak.tasks import TaskSpec, find_task
+from soak.sandbox import jail
+from soak.sandbox import judge as sandbox
+from soak.sandbox.jail import ResourceLimits
+from soak.sandbox.judge import judge
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import find_task
 
 WORD_FREQUENCY = Path(__file__).resolve().parents[1] / "tasks" / "word-frequency"
 KINDS = [kind for kind in jail.ISOLATION_KINDS if jail.works(kind)]
@@ -108,8 +110,9 @@ def test_trusted_collection_runs_once_per_task(monkeypatch):
     task = make_task({"test_solution.py": "from solution import f\n\ndef test_f():\n    assert f() == 1\n"},
                      "def f():\n    return 1\n")
     calls = []
-    real = sandbox.execute
-    monkeypatch.setattr(sandbox, "execute", lambda *a, **k: calls.append(k.get("collect_only", False)) or real(*a, **k))
+    real = sandbox.run_tests
+    monkeypatch.setattr(sandbox, "run_tests",
+                        lambda *a, **k: calls.append(k.get("collect_only", False)) or real(*a, **k))
     for _ in range(3):
         assert judge(task, "def f():\n    return 2\n").outcome == "fail"
     assert calls == [True, False, False, False]
@@ -297,19 +300,19 @@ def test_timeout_names_the_running_test():
 def test_memory_bomb_ends_as_a_failed_run():
     task = PROBE
     source = "def probe():\n    hog = []\n    while True:\n        hog.append(bytearray(64 << 20))\n"
-    verdict = judge(task, source, limits=Limits(address_space_bytes=768 << 20))
+    verdict = judge(task, source, limits=ResourceLimits(address_space_bytes=768 << 20))
     assert (verdict.outcome, verdict.error_kind) == ("fail", "MemoryError")
 
 
 def test_cpu_burner_hits_the_cpu_limit():
-    verdict = judge(PROBE, "def probe():\n    while True:\n        pass\n", limits=Limits(cpu_seconds=1))
+    verdict = judge(PROBE, "def probe():\n    while True:\n        pass\n", limits=ResourceLimits(cpu_seconds=1))
     assert (verdict.outcome, verdict.error_kind) == ("fail", "CPULimit")
 
 
 def test_disk_bomb_in_one_file_hits_the_file_size_limit():
     task = PROBE
     source = "def probe():\n    with open('big', 'wb') as f:\n        while True:\n            f.write(bytes(65536))\n"
-    verdict = judge(task, source, limits=Limits(file_size_bytes=8 << 20))
+    verdict = judge(task, source, limits=ResourceLimits(file_size_bytes=8 << 20))
     assert (verdict.outcome, verdict.error_kind) == ("fail", "FileTooLarge")
 
 
@@ -324,7 +327,8 @@ def test_disk_bomb_in_many_files_hits_the_workspace_cap():
                     f.write(bytes(3 << 20))
             time.sleep(60)
         """
-    verdict = judge(task, textwrap.dedent(source), limits=Limits(file_size_bytes=4 << 20, workspace_bytes=16 << 20))
+    limits = ResourceLimits(file_size_bytes=4 << 20, workspace_bytes=16 << 20)
+    verdict = judge(task, textwrap.dedent(source), limits=limits)
     assert (verdict.outcome, verdict.error_kind) == ("fail", "DiskQuota")
 
 
@@ -348,7 +352,7 @@ def test_a_flood_of_output_keeps_only_head_and_tail():
                 return False
         """
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    verdict = judge(task, textwrap.dedent(source), limits=Limits(output_bytes=32 * 1024))
+    verdict = judge(task, textwrap.dedent(source), limits=ResourceLimits(output_bytes=32 * 1024))
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert verdict.outcome == "pass"
     assert "bytes of output omitted" in verdict.output and len(verdict.output) <= 32 * 1024 + 200

@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from soak.cli import main
 from soak.errors import BadInput
 from soak.paths import builtin_tasks_dir
-from soak.sim import CRASH_EXIT_CODE, Scenario, SimServer, load_scenario, start_subprocess
-from soak.sim_reply import broken_variant, tokenize
-from soak.sim_scenario import builtin_scenarios
-from soak.stack import free_port
-from soak.tasks import load_suites
+from soak.sim.reply import broken_variant, tokenize
+from soak.sim.scenario import builtin_scenarios
+from soak.sim.server import CRASH_EXIT_CODE, Scenario, SimServer, load_scenario, start_subprocess
+from soak.stack.servers import free_port
+from soak.tasks.suites import load_suites
 
 
 def tool(name: str, *params: str) -> dict[str, Any]:
@@ -306,7 +306,7 @@ def test_overiterating_orchestrator_keeps_delegating(serve) -> None:
     assert sim.stats.by_kind == {"delegate": 4}
 
 
-@pytest.mark.parametrize("engine", ["vllm", "llamacpp"])
+@pytest.mark.parametrize("engine", ["vllm", "llama-server"])
 def test_reasoning_field_per_engine(serve, engine: str) -> None:
     sim = serve(scenario(reasoning={"enabled": True, "tokens": 12}), engine=engine)
     key = "reasoning" if engine == "vllm" else "reasoning_content"
@@ -337,7 +337,7 @@ def test_bad_requests_get_400(serve) -> None:
 
 
 def test_models_and_health(serve) -> None:
-    vllm, llama = serve(), serve(engine="llamacpp")
+    vllm, llama = serve(), serve(engine="llama-server")
     assert [m.id for m in client(vllm).models.list()] == ["soak-sim"]
     root = vllm.base_url.removesuffix("/v1")
     assert httpx2.get(f"{root}/health").status_code == 200 and httpx2.get(f"{root}/health").content == b""
@@ -597,7 +597,7 @@ def test_cached_tokens_per_request_only_with_prompt_tokens_details(serve) -> Non
     usage = coder_stream(sim, tool_round("write_file", "wrote solution.py"))["usage"]
     assert usage.prompt_tokens > 0 and usage.prompt_tokens_details is None
     assert metric_samples(sim)[("vllm:prefix_cache_hits_total", (("engine", "0"), ("model_name", "soak-sim")))] > 0
-    llamacpp = serve(scenario(cache={"prompt_tokens_details": False}), engine="llamacpp")
+    llamacpp = serve(scenario(cache={"prompt_tokens_details": False}), engine="llama-server")
     assert coder_stream(llamacpp)["usage"].prompt_tokens_details is not None
 
 
@@ -609,7 +609,7 @@ def test_named_tool_choice_forces_the_tool(serve, tasks) -> None:
 
 
 def test_llamacpp_metrics_names_without_labels(serve) -> None:
-    sim = serve(engine="llamacpp")
+    sim = serve(engine="llama-server")
     coder_stream(sim)
     coder_stream(sim)
     whole = client(sim).chat.completions.create(model="m", messages=TASK, tools=CODER_TOOLS)
@@ -681,7 +681,8 @@ def test_subprocess_crash_exits_and_state_survives_restart(tmp_path: Path, suite
 
 @pytest.mark.slow
 def test_subprocess_takes_a_scenario_object(suite: str) -> None:
-    process, url = start_subprocess(scenario(reasoning={"enabled": True, "tokens": 5}), engine="llamacpp", suite=suite)
+    process, url = start_subprocess(scenario(reasoning={"enabled": True, "tokens": 5}), engine="llama-server",
+                                    suite=suite)
     try:
         reply = openai.OpenAI(base_url=url, api_key="sim", max_retries=0).chat.completions.create(
             model="m", messages=TASK, tools=CODER_TOOLS

@@ -8,7 +8,7 @@ import pytest
 
 from soak.config import Server, Stack
 from soak.errors import BadInput
-from soak.stack import StackSupervisor, free_port, gpu_fraction_warning
+from soak.stack.servers import StackSupervisor, free_port, gpu_fraction_warning
 
 
 def static_server(tmp_path, name="web") -> Server:

@@ -7,7 +7,8 @@ from click.testing import CliRunner
 
 from soak.cli import main
 from soak.errors import BadInput
-from soak.tasks import find_task, load_suites, load_task_dir
+from soak.tasks.spec import load_task_dir
+from soak.tasks.suites import find_task, load_suites
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = Path(__file__).parents[1] / "tasks" / "word-frequency"

@@ -6,9 +6,9 @@ from typing import Any, get_args
 import numpy as np
 import pandas as pd
 
-from soak.record import MODEL_OUTCOMES, Outcome
+from soak.record.read import RunRecord
+from soak.record.schema import MODEL_OUTCOMES, Outcome
 from soak.report import series
-from soak.report.load import Run
 
 OUTCOMES = list(get_args(Outcome))
 TOOL_VERDICTS_OK = ("ok", "none")
@@ -36,7 +36,7 @@ def span_text(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def time_span(run: Run) -> tuple[float, float]:
+def time_span(run: RunRecord) -> tuple[float, float]:
     """Start and end of the run in unix seconds; a run still going ends at its latest record."""
     stamps = [run.tasks["ended_at"].max(), run.calls["started_at"].max(), run.events["at"].max(),
               run.samples["at"].max()]
@@ -48,12 +48,12 @@ def time_span(run: Run) -> tuple[float, float]:
     return float(start), float(max(end, start))
 
 
-def meta_time(run: Run, key: str) -> float | None:
+def meta_time(run: RunRecord, key: str) -> float | None:
     value = run.meta.get(key)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None
 
 
-def active_hours(run: Run, start: float, end: float) -> float:
+def active_hours(run: RunRecord, start: float, end: float) -> float:
     """Time the run was actually running: the sessions' own time when recorded (a crash gap does not count)."""
     spans = [(s.get("stopped_at") or s.get("last_seen_at") or 0) - (s.get("started_at") or 0) for s in run.sessions]
     spans = [x for x in spans if isinstance(x, int | float) and x > 0]
@@ -212,7 +212,7 @@ def quantiles(values: pd.Series) -> dict[str, float | None]:
     return {"p50": q[0.5], "p90": q[0.9], "p99": q[0.99]}
 
 
-def stack_models(run: Run) -> list[str]:
+def stack_models(run: RunRecord) -> list[str]:
     """`role: model @ endpoint` lines from the config, falling back to the models seen in calls."""
     config = run.config
     endpoints = config.get("endpoints") or {}
@@ -229,7 +229,7 @@ def stack_models(run: Run) -> list[str]:
     return lines
 
 
-def headline(run: Run, k: float = 3.0) -> dict[str, Any]:
+def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
     """The figures at the top of the report, also written to summary.json."""
     tasks, calls, events = run.tasks, run.calls, run.events
     start, end = time_span(run)

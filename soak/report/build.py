@@ -4,10 +4,11 @@ from typing import Any
 
 import pandas as pd
 
-from soak.monitor import HIT_COUNTERS
+from soak.record.read import RunRecord
+from soak.record.schema import HIT_COUNTERS
 from soak.report import aggregate as agg
 from soak.report import charts, series
-from soak.report.load import Run, broken_tool_calls
+from soak.report.transcripts import broken_tool_calls
 
 TABLE_ROWS = 200
 """Longest table shown in full; the rest is counted, not listed."""
@@ -18,7 +19,7 @@ def records(frame: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any
     return [{str(k): agg.clean(v) for k, v in row.items()} for row in shown.to_dict("records")]
 
 
-def budget_seconds(run: Run) -> float | None:
+def budget_seconds(run: RunRecord) -> float | None:
     budgets = run.config.get("budgets")
     value = budgets.get("task_seconds") if isinstance(budgets, dict) else None
     return float(value) if isinstance(value, int | float) else None
@@ -30,7 +31,7 @@ def lines_by_source(frame: pd.DataFrame, suffix: str = "") -> dict[str, pd.DataF
             for source, part in frame.groupby("source", sort=True)}
 
 
-def timeline(run: Run, clock: charts.Clock) -> str:
+def timeline(run: RunRecord, clock: charts.Clock) -> str:
     samples, events = run.samples, agg.stack_events(run.events)
     mem = series.downsample(series.summed(samples, "host", "mem_available_bytes"))
     rss = series.window(samples, None, "rss_bytes")
@@ -48,7 +49,7 @@ def timeline(run: Run, clock: charts.Clock) -> str:
     ], size=(10, 13.5))
 
 
-def server_charts(run: Run, clock: charts.Clock) -> dict[str, str]:
+def server_charts(run: RunRecord, clock: charts.Clock) -> dict[str, str]:
     calls, samples = run.calls, run.samples
     ok = calls[calls["status"] == "ok"]
     hit_rate = series.stacked([series.ratio_over_time(samples, hits, queries, clock.start, clock.width)
@@ -80,7 +81,7 @@ def server_charts(run: Run, clock: charts.Clock) -> dict[str, str]:
     }
 
 
-def mangled_with_excerpts(run: Run) -> list[dict[str, Any]]:
+def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     """The first broken calls, each with the raw tool call from its task's transcript when one was kept."""
     examples = records(agg.mangled_examples(run.calls))
     seen: dict[tuple[str, int], int] = {}
@@ -95,7 +96,7 @@ def mangled_with_excerpts(run: Run) -> list[dict[str, Any]]:
     return examples
 
 
-def run_view(run: Run, k: float) -> dict[str, Any]:
+def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
     clock = charts.Clock.for_span(start, end)
@@ -138,7 +139,7 @@ def run_view(run: Run, k: float) -> dict[str, Any]:
     }
 
 
-def comparison_view(runs: list[Run], views: list[dict[str, Any]]) -> dict[str, Any]:
+def comparison_view(runs: list[RunRecord], views: list[dict[str, Any]]) -> dict[str, Any]:
     """Side-by-side headline, pass rate per problem and call timing per run."""
     labels = [f"{v['run_id']}" if [w["run_id"] for w in views].count(v["run_id"]) == 1 else f"{v['run_id']} #{i + 1}"
               for i, v in enumerate(views)]

@@ -6,7 +6,9 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 
-from soak.record import CallRow, CsvLog, EventRow, Limits, Row, RunInfo, SampleRow, Session, TaskRow, write_json_atomic
+from soak.files import write_atomic
+from soak.record.folder import CsvLog
+from soak.record.schema import CallRow, EventRow, Row, RunInfo, RunLimits, SampleRow, Session, TaskRow
 
 START = 1_760_000_000.0
 PROBLEMS = [
@@ -134,7 +136,7 @@ def build_run(
     last_seen = max([t.ended_at for t in task_rows], default=START) if in_progress else end
     info = RunInfo(
         run_id=run_id, created_at=START, started_at=START, ended_at=None if in_progress else end,
-        limits=Limits(duration_seconds=hours * 3600), versions={"soak": "0.1.0", "python": "3.11"},
+        limits=RunLimits(duration_seconds=hours * 3600), versions={"soak": "0.1.0", "python": "3.11"},
         host={"hostname": "box", "cpus": 16},
         sessions=[Session(session=0, pid=4242, started_at=START, last_seen_at=last_seen,
                           stopped_at=None if in_progress else end, reason="" if in_progress else "deadline")],
@@ -145,7 +147,7 @@ def build_run(
             "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
         },
     )
-    write_json_atomic(folder / "run.json", info.model_dump_json(indent=2))
+    write_atomic(folder / "run.json", info.model_dump_json(indent=2))
     return folder
 
 

@@ -1,6 +1,2 @@
-"""Tasks: the format, the suite loaders and validation."""
-
-from soak.tasks.spec import TaskSpec, load_task_dir
-from soak.tasks.suites import find_task, load_suites
-
-__all__ = ["TaskSpec", "find_task", "load_suites", "load_task_dir"]
+"""Tasks: the format (`spec`) and the suite loaders (`suites`: builtin, humaneval, exercism:PATH, dir:PATH).
+Imports config, errors, files and paths."""

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from soak.config import describe_validation_error
+from soak.files import load_model
+from soak.files import describe_validation_error
 from soak.errors import BadInput
 
 Difficulty = Literal["easy", "medium", "hard"]
@@ -60,14 +61,7 @@ def load_task_dir(folder: Path, suite: str) -> TaskSpec:
         if not (folder / name).is_file():
             raise BadInput(f"{folder / name}: missing (a task folder needs {', '.join(REQUIRED_FILES)})")
     toml_path = folder / "task.toml"
-    try:
-        raw = tomllib.loads(toml_path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise BadInput(f"{toml_path}: not valid TOML: {error}") from None
-    try:
-        meta = TaskMeta.model_validate(raw)
-    except ValidationError as error:
-        raise BadInput(describe_validation_error(str(toml_path), error)) from None
+    meta = load_model(toml_path, TaskMeta, "task file")
     wrong = folder / "wrong.py"
     return TaskSpec(
         **meta.model_dump(),

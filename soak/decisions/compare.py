@@ -1,0 +1,85 @@
+"""`soak compare RUN_A RUN_B`: parity of two runs of the same suite (engine A vs B, night 1 vs 2)."""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from soak.decisions.route import problem_table
+from soak.record.read import RunRecord, load_run, resolve_run_dir
+
+
+@dataclass
+class Side:
+    """The headline figures of one run."""
+
+    run_id: str
+    passes: int
+    attempts: int
+    median_ttft_s: float
+    median_decode_tps: float
+    median_calls: float
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.attempts if self.attempts else 0.0
+
+
+def side(run: RunRecord, table: pd.DataFrame) -> Side:
+    ok_calls = run.calls[run.calls["status"] == "ok"]
+    return Side(
+        run_id=run.run_id,
+        passes=int(table["passes"].sum()),
+        attempts=int(table["attempts"].sum()),
+        median_ttft_s=float(ok_calls["ttft_s"].median()) if ok_calls["ttft_s"].notna().any() else float("nan"),
+        median_decode_tps=float(ok_calls["decode_tps"].median()) if ok_calls["decode_tps"].notna().any()
+        else float("nan"),
+        median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
+    )
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    problems: pd.DataFrame
+    """Per problem: pass rate in A and in B, and whether B lost it."""
+    max_pass_drop: float
+
+    @property
+    def regressed(self) -> bool:
+        return self.b.pass_rate < self.a.pass_rate - self.max_pass_drop
+
+    def lines(self) -> list[str]:
+        def ratio(b: float, a: float) -> str:
+            return f"{b / a:.2f}x" if a and a == a and b == b else "n/a"
+
+        a, b = self.a, self.b
+        rows = [
+            f"{'':<22}{a.run_id:>20}{b.run_id:>20}{'B/A':>10}",
+            f"{'passed':<22}{f'{a.passes}/{a.attempts}':>20}{f'{b.passes}/{b.attempts}':>20}",
+            f"{'pass rate':<22}{a.pass_rate:>20.1%}{b.pass_rate:>20.1%}",
+            f"{'median TTFT (s)':<22}{a.median_ttft_s:>20.3f}{b.median_ttft_s:>20.3f}"
+            f"{ratio(b.median_ttft_s, a.median_ttft_s):>10}",
+            f"{'median decode tok/s':<22}{a.median_decode_tps:>20.1f}{b.median_decode_tps:>20.1f}"
+            f"{ratio(b.median_decode_tps, a.median_decode_tps):>10}",
+            f"{'median calls / task':<22}{a.median_calls:>20.1f}{b.median_calls:>20.1f}",
+            "",
+            "per problem (pass rate A -> B):",
+        ]
+        for task_id, row in self.problems.iterrows():
+            mark = "  LOST" if row.lost else ("  GAINED" if row.gained else "")
+            rows.append(f"  {task_id:<36}{row.a:>8.0%} -> {row.b:<8.0%}{mark}")
+        drop = a.pass_rate - b.pass_rate
+        verdict = "FAIL: B regresses" if self.regressed else "PASS: B is at parity"
+        rows += ["", f"{verdict} (pass rate drop {drop:+.1%}, tolerance {self.max_pass_drop:.1%})"]
+        return rows
+
+
+def compare_runs(ref_a: str, ref_b: str, max_pass_drop: float = 0.05) -> Comparison:
+    runs = [load_run(resolve_run_dir(ref)) for ref in (ref_a, ref_b)]
+    tables = [problem_table(run.tasks) for run in runs]
+    problems = pd.DataFrame({"a": tables[0]["pass_rate"], "b": tables[1]["pass_rate"]}).dropna()
+    problems["lost"] = (problems["a"] >= 0.5) & (problems["b"] == 0)
+    problems["gained"] = (problems["a"] == 0) & (problems["b"] >= 0.5)
+    problems = problems.sort_values(["lost", "b"], ascending=[False, True])
+    return Comparison(side(runs[0], tables[0]), side(runs[1], tables[1]), problems, max_pass_drop)

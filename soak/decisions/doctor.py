@@ -1,0 +1,195 @@
+"""`soak doctor`: probe every configured endpoint before a night and say what to fix."""
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass
+
+import httpx2
+import openai
+
+from soak.agent.tools import CODER_TOOLS
+from soak.config import Endpoint, SoakConfig
+from soak.decisions.gate import GateResult, Probe, run_gates
+from soak.llm.client import TOOL_TEXT, ChatEndpoint
+from soak.stack.servers import metrics_url_for
+from soak.stack.telemetry import fetch_server_metrics
+
+TOOL_PROMPT = [
+    {"role": "system", "content": "You write files with the write_file tool. Always call the tool."},
+    {"role": "user", "content": "Call write_file with path \"hello.py\" and content \"print('hi')\". Nothing else."},
+]
+BAD = ("mangled_name", "bad_json", "unknown_tool", "path_escape", "missing", "as_text")
+
+
+@dataclass
+class Finding:
+    check: str
+    result: str
+    ok: bool = True
+    advice: str = ""
+    critical: bool = False
+    """A critical failure would waste the night: doctor exits 1."""
+
+
+def roles_of(config: SoakConfig) -> dict[str, list[str]]:
+    """Endpoint name -> the roles using it; endpoints no role uses are probed too."""
+    used: dict[str, list[str]] = {name: [] for name in config.endpoints}
+    for role in ("orchestrator", "coder"):
+        used.setdefault(getattr(config.roles, role), []).append(role)
+    return used
+
+
+async def served_models(chat: ChatEndpoint) -> tuple[list[str], int | None]:
+    """Model ids and the context length when the server tells it (vLLM: max_model_len)."""
+    page = await chat.client.models.list()
+    ids, context = [], None
+    for model in page.data:
+        ids.append(model.id)
+        extra = model.model_extra or {}
+        context = context or extra.get("max_model_len") or (extra.get("meta") or {}).get("n_ctx_train")
+    return ids, context
+
+
+async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: float) -> Counter:
+    chat = ChatEndpoint("doctor", endpoint.model_copy(update={"stream": stream, "temperature": 0.0, "retries": 0}),
+                        stale)
+    try:
+        verdicts: Counter = Counter()
+        for _ in range(tries):
+            result = await chat.chat(TOOL_PROMPT, tools=CODER_TOOLS, role="probe", max_tokens=200,
+                                     owed_tool="write_file")
+            if not result.ok:
+                verdicts[f"error:{result.status}"] += 1
+            elif result.integrity == "none" and TOOL_TEXT.search(result.content):
+                verdicts["as_text"] += 1  # the server's parser left the tool call in the content
+            else:
+                verdicts[result.integrity] += 1
+        return verdicts
+    finally:
+        await chat.close()
+
+
+def tool_advice(
+    role_names: list[str], streamed: Counter, plain: Counter, configured_stream: bool, named: Counter | None = None
+) -> Finding:
+    """`named`: the verdicts with the tool named in tool_choice, probed when no tool call came back without it."""
+    shown = f"stream {dict(streamed)}, non-stream {dict(plain)}" + (f", named {dict(named)}" if named else "")
+    roles = "/".join(role_names) or "this endpoint"
+    bad_stream, bad_plain = sum(streamed[v] for v in BAD), sum(plain[v] for v in BAD)
+    if bad_stream and not bad_plain:
+        return Finding("tool calls", shown, not configured_stream,
+                       f"tool calls come back mangled when streaming: set stream = false for role {roles}",
+                       critical=configured_stream)
+    if bad_plain:
+        return Finding("tool calls", shown, False, "tool calls come back mangled: check the server's tool-call "
+                       "parser and chat template; the fenced-code fallback will carry the coder meanwhile")
+    if not streamed["ok"] and not plain["ok"]:
+        if named and named["ok"]:
+            return Finding("tool calls", shown, False, "tool calls come only when the request names the tool "
+                           '(llama-cpp-python does this): set tool_choice = "named"')
+        return Finding("tool calls", shown, True, "the model answers without tool calls: the coder will rely on "
+                       "the fenced-code fallback (counted as fallback writes)")
+    return Finding("tool calls", shown)
+
+
+async def metrics_engine(url: str | None) -> Finding:
+    if not url:
+        return Finding("/metrics", "not configured", True, "no server metrics: only client-side timing is recorded")
+    try:
+        series = await fetch_server_metrics(url)
+    except httpx2.HTTPError as error:
+        return Finding("/metrics", f"unreachable ({type(error).__name__})", False, f"check {url}")
+    if series is None:
+        return Finding("/metrics", "absent", True, "no server metrics (e.g. llama-cpp-python): client-side timing only")
+    prefixes = sorted({metric.split(":")[0] for metric, _ in series})
+    engine = ", ".join(prefixes) or "unknown names"
+    return Finding("/metrics", f"{len(series)} series ({engine})", bool(prefixes),
+                   "" if prefixes else "no vLLM or llama.cpp series found: samples will miss server metrics")
+
+
+def cache_finding(twin: GateResult) -> Finding:
+    shown = twin.line().split("  ", 1)[1].strip()
+    if twin.measured is None:
+        return Finding("prefix caching", shown, False, "prefix caching cannot be observed on this server")
+    advice = "" if twin.passed else ("no prefix-cache hits observed: enable prefix caching (vLLM "
+                                     "--enable-prefix-caching) or expect slower multi-turn tasks")
+    return Finding("prefix caching", shown, twin.passed, advice)
+
+
+async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: SoakConfig, tries: int) -> list[Finding]:
+    stale = min(config.budgets.stale_seconds, 120)
+    chat = ChatEndpoint(name, endpoint.model_copy(update={"retries": 0}), stale)
+    findings: list[Finding] = []
+    try:
+        try:
+            models, context = await served_models(chat)
+        except (openai.APIError, httpx2.HTTPError) as error:
+            return [Finding("reachable", f"no ({type(error).__name__})", False,
+                            f"nothing answers at {endpoint.base_url}: start the server or fix base_url", True)]
+        findings.append(Finding("reachable", f"yes, {len(models)} model(s)"))
+        # Servers with a single model (llama.cpp) answer under any requested name.
+        served = endpoint.model in models or len(models) == 1
+        findings.append(Finding("model served", endpoint.model if served else f"{endpoint.model} not in {models}",
+                                served, "" if served else f"set model = one of {models}", critical=not served))
+        findings.append(Finding("context length", str(context) if context else "unknown"))
+        streaming = ChatEndpoint(name, endpoint.model_copy(update={"stream": True, "retries": 0}), stale)
+        try:
+            streamed = await streaming.chat([{"role": "user", "content": "Say OK."}], role="probe", max_tokens=16)
+        finally:
+            await streaming.close()
+        findings.append(Finding("streaming", "works" if streamed.ok else f"fails ({streamed.status})", streamed.ok,
+                                "" if streamed.ok else "set stream = false for this endpoint",
+                                critical=endpoint.stream and not streamed.ok))
+        usage = streamed.rows[-1].prompt_tokens is not None if streamed.ok else False
+        findings.append(Finding("usage in streams", "reported" if usage else "missing", usage,
+                                "" if usage else "token counts will be unknown when streaming (recorded as such)"))
+        streamed_tools = await tool_round_trips(endpoint, True, tries, stale)
+        plain_tools = await tool_round_trips(endpoint, False, tries, stale)
+        named = None
+        if endpoint.tool_choice is None and not streamed_tools["ok"] and not plain_tools["ok"]:
+            named_endpoint = endpoint.model_copy(update={"tool_choice": "named"})
+            named = await tool_round_trips(named_endpoint, endpoint.stream, tries, stale)
+        findings.append(tool_advice(roles, streamed_tools, plain_tools, endpoint.stream, named))
+        thinking = await chat.chat([{"role": "user", "content": "What is 17 * 23? Answer with the number."}],
+                                   role="probe", max_tokens=48)
+        if thinking.reasoning_exhausted:
+            findings.append(Finding("reasoning", "ate the whole 48-token budget", False,
+                                    "reasoning consumed the whole budget: pass reasoning_effort or raise max_tokens"))
+        else:
+            findings.append(Finding("reasoning", "field present" if thinking.reasoning else "none seen"))
+        url = metrics_url_for(config.stack, endpoint.base_url)
+        findings.append(await metrics_engine(url))
+        small = config.gates.model_copy(update={"twin_tokens": 600})
+        probe = Probe(chat, url)
+        try:
+            (twin,) = await run_gates(probe, ["prefix-twin"], small, None)
+        finally:
+            await probe.close()
+        findings.append(cache_finding(twin))
+    finally:
+        await chat.close()
+    return findings
+
+
+async def diagnose_all(config: SoakConfig, tries: int) -> dict[str, list[Finding]]:
+    return {
+        f"{name} ({'/'.join(roles) or 'unused'}) {config.endpoints[name].base_url}":
+            await diagnose(name, config.endpoints[name], roles, config, tries)
+        for name, roles in roles_of(config).items() if name in config.endpoints
+    }
+
+
+def run_doctor(config: SoakConfig, tries: int) -> bool:
+    """Print a table per endpoint; False when something would waste the night."""
+    from rich.console import Console
+    from rich.table import Table
+
+    results = asyncio.run(diagnose_all(config, tries))
+    console = Console()
+    for title, findings in results.items():
+        table = Table("check", "result", "advice", title=title, title_justify="left")
+        for f in findings:
+            style = "" if f.ok else ("bold red" if f.critical else "yellow")
+            table.add_row(f.check, f.result, f.advice, style=style)
+        console.print(table)
+    return not any(f.critical for findings in results.values() for f in findings)

@@ -1,0 +1,151 @@
+"""`soak route`: per-problem failure data -> a human-editable routing.toml the next night applies."""
+
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from soak.errors import BadInput
+from soak.files import load_model
+from soak.record.schema import MODEL_OUTCOMES
+
+Action = Literal["escalate", "skip", "cap", "extend"]
+
+
+class Route(BaseModel):
+    """What the next run does differently for one task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Action
+    endpoint: str | None = None
+    """escalate: the named endpoint (in soak.toml) that takes over the coder role for this task."""
+    max_calls: int | None = None
+    """cap: a lower call cap, so a task the coder loops on fails fast."""
+    budget_seconds: float | None = None
+    """extend: more wall time for a task that passes, but late."""
+
+    def label(self) -> str:
+        detail = self.endpoint or self.max_calls or self.budget_seconds
+        return f"{self.action}:{detail:g}" if isinstance(detail, float) else f"{self.action}:{detail or ''}".rstrip(":")
+
+
+class Routing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: dict[str, Route] = {}
+
+
+class RouteRules(BaseModel):
+    """Thresholds of the routing rules; each is explained in the file written."""
+
+    min_attempts: int = 2
+    """A problem is judged only after this many model-judged attempts."""
+    max_pass_rate: float = 0.0
+    """Problems passing at most this often are escalated (or skipped without a stronger endpoint)."""
+    stronger: str | None = None
+    """Endpoint name to escalate to; without one, failing problems are skipped."""
+    over_factor: float = 3.0
+    """Calls above this many times the median task's calls count as over-iteration."""
+    late_fraction: float = 0.8
+    """Passing attempts slower than this share of the budget get more time."""
+    budget_seconds: float = 600
+    extend_factor: float = 1.5
+
+
+def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem: attempts, passes, pass rate, median calls and time, dominant outcome."""
+    judged = tasks[tasks["outcome"].isin(MODEL_OUTCOMES)].copy()
+    judged["calls"] = judged["orchestrator_calls"] + judged["coder_calls"]
+    judged["passed"] = judged["outcome"] == "pass"
+    grouped = judged.groupby("task_id")
+    table = pd.DataFrame({
+        "attempts": grouped.size(),
+        "passes": grouped["passed"].sum(),
+        "median_calls": grouped["calls"].median(),
+        "median_seconds": grouped["duration_s"].median(),
+        "dominant_outcome": grouped["outcome"].agg(lambda s: s.value_counts().idxmax()),
+        "median_pass_seconds": judged[judged["passed"]].groupby("task_id")["duration_s"].median(),
+    })
+    table["pass_rate"] = table["passes"] / table["attempts"]
+    return table.sort_values(["pass_rate", "attempts"], ascending=[True, False])
+
+
+def typical_calls(tasks: pd.DataFrame) -> float:
+    """What a task usually costs: the median calls of passing attempts (of all judged ones if none passed)."""
+    judged = tasks[tasks["outcome"].isin(MODEL_OUTCOMES)]
+    passed = judged[judged["outcome"] == "pass"]
+    sample = passed if len(passed) else judged
+    return float((sample["orchestrator_calls"] + sample["coder_calls"]).median()) if len(sample) else 0.0
+
+
+def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict[str, tuple[Route, str]]:
+    """Apply the rules; each route comes with the sentence that explains it."""
+    routes: dict[str, tuple[Route, str]] = {}
+    for task_id, row in table.iterrows():
+        if row.attempts < rules.min_attempts:
+            continue
+        facts = f"{int(row.passes)}/{int(row.attempts)} passed, median {row.median_calls:g} calls"
+        facts += f" and {row.median_seconds:.0f} s, mostly {row.dominant_outcome}"
+        looping = typical_calls > 0 and row.median_calls > rules.over_factor * typical_calls
+        if row.pass_rate <= rules.max_pass_rate:
+            if looping:
+                cap = max(1, math.ceil(2 * typical_calls))
+                why = f"{facts}; loops at {row.median_calls:g} calls vs a typical {typical_calls:g}: fail fast"
+                routes[task_id] = (Route(action="cap", max_calls=cap), why)
+            elif rules.stronger:
+                why = f"{facts}: needs a stronger coder"
+                routes[task_id] = (Route(action="escalate", endpoint=rules.stronger), why)
+            else:
+                routes[task_id] = (Route(action="skip"), f"{facts}; no stronger endpoint given (--stronger): skipped")
+        elif row.median_pass_seconds >= rules.late_fraction * rules.budget_seconds:
+            budget = round(rules.budget_seconds * rules.extend_factor)
+            why = f"{facts}; passing attempts take {row.median_pass_seconds:.0f} s of {rules.budget_seconds:.0f} s"
+            routes[task_id] = (Route(action="extend", budget_seconds=budget), why)
+    return routes
+
+
+def render_routing(routes: dict[str, tuple[Route, str]], rules: RouteRules, sources: list[str]) -> str:
+    """TOML with a comment per entry saying why; strings are JSON-quoted, which TOML reads as basic strings."""
+    lines = [
+        "# soak routing file: `soak run --routing <this file>` applies it. Edit freely.",
+        f"# From runs: {', '.join(sources)}",
+        f"# Rules: judged after >= {rules.min_attempts} attempts; pass rate <= {rules.max_pass_rate:g} -> escalate"
+        f" to a stronger endpoint ({rules.stronger or 'none given: skip'});",
+        f"# median calls > {rules.over_factor:g} x the typical task's and never passing -> cap calls (fail fast);",
+        f"# passing but slower than {rules.late_fraction:g} x {rules.budget_seconds:g} s -> more time.",
+        "",
+    ]
+    for task_id, (route, why) in routes.items():
+        lines += [f"# {why}", f"[tasks.{json.dumps(task_id)}]", f'action = "{route.action}"']
+        for key in ("endpoint", "max_calls", "budget_seconds"):
+            value = getattr(route, key)
+            if value is not None:
+                lines.append(f"{key} = {json.dumps(value)}")
+        lines.append("")
+    if not routes:
+        lines.append("# No problem met a rule: nothing to route.")
+    return "\n".join(lines) + "\n"
+
+
+def load_routing(path: Path) -> Routing:
+    return load_model(path, Routing, "routing file")
+
+
+def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFrame, dict[str, tuple[Route, str]]]:
+    """Read the runs, apply the rules; returns the routing file text, the problem table and the routes."""
+    from soak.record.read import load_run, resolve_run_dir
+
+    runs = [load_run(resolve_run_dir(ref)) for ref in run_refs]
+    tasks = pd.concat([run.tasks for run in runs], ignore_index=True)
+    if tasks.empty:
+        raise BadInput(f"no finished tasks in {', '.join(run_refs)}: nothing to route yet")
+    budgets = [run.config.get("budgets", {}).get("task_seconds") for run in runs]
+    if "budget_seconds" not in rules.model_fields_set and budgets[0]:
+        rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
+    table = problem_table(tasks)
+    routes = decide(table, rules, typical_calls(tasks))
+    return render_routing(routes, rules, [run.run_id for run in runs]), table, routes

@@ -1,0 +1,57 @@
+"""The two file jobs every stage shares: writing a file atomically, and reading a TOML or JSON file into a
+pydantic model with one clear `BadInput` line for whatever is wrong with it."""
+
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from soak.errors import BadInput
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of either (temp file, fsync, os.replace)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def describe_validation_error(source: str, error: ValidationError) -> str:
+    """One line per problem: `soak.toml: budgets.max_calls: Input should be a valid integer`."""
+    parts = []
+    for problem in error.errors():
+        where = ".".join(str(p) for p in problem["loc"]) or "(top level)"
+        parts.append(f"{where}: {problem['msg']}")
+    return f"{source}: " + "; ".join(parts)
+
+
+def load_model(path: Path, model: type[M], what: str) -> M:
+    """`path` (TOML, or JSON by its suffix) validated as `model`; `what` names the file kind in the error."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such {what}") from None
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read {what} ({error.strerror})") from None
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise BadInput(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {error}") from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as error:
+        raise BadInput(describe_validation_error(str(path), error)) from None

@@ -1,0 +1,363 @@
+"""One OpenAI-compatible chat call: streamed, timed from the stream, retried in one place, tool calls judged."""
+
+import asyncio
+import json
+import os
+import re
+import time
+import zlib
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import httpx2
+import openai
+from asyncio_throttle import Throttler
+from pydantic import BaseModel, Field
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
+
+from soak.config import Endpoint, SoakConfig
+from soak.llm.integrity import ToolCall, judge_tool_calls
+from soak.llm.reply import Reply, dict_or_fail, reasoning_exhausted
+from soak.record.schema import CallRow, CallStatus, Integrity
+
+Role = Literal["orchestrator", "coder", "probe"]
+RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
+TOOL_TEXT = re.compile(r"<tool_call>|<function=")
+CONTEXT_ERROR = re.compile(r"context.?(length|window|size)|max_model_len|too many tokens|prompt is too long", re.I)
+SECRET_TEXT = re.compile(r"(Bearer\s+)\S+|sk-[A-Za-z0-9_\-]{8,}")
+ERROR_CHARS = 400
+
+
+class CallContext(BaseModel):
+    """Where a call belongs in the record; probes may leave the defaults."""
+
+    run_id: str = ""
+    task_id: str = ""
+    cycle: int = 0
+    call_index: int = 0
+    """Index of the first attempt; each retry takes the next one."""
+
+
+def call_seed(seed: int, context: CallContext) -> int:
+    """The same call of the same task and cycle gets the same seed in every run; other calls and cycles differ."""
+    return (seed + zlib.crc32(f"{context.task_id}/{context.cycle}/{context.call_index}".encode())) % 2**31
+
+
+class CallResult(BaseModel):
+    """The outcome of one logical call (its attempts are `rows`)."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str = ""
+    integrity: Integrity = "none"
+    reasoning_exhausted: bool = False
+    status: CallStatus = "ok"
+    error: str = ""
+    rows: list[CallRow] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def message(self, raw: bool = False) -> dict[str, Any]:
+        """The assistant message to send back, where unparseable arguments become {} so chat templates can render
+        them; `raw` keeps the arguments as the model wrote them (and its reasoning), for the transcript."""
+        # Content stays a string beside tool calls: llama-cpp-python answers a null content with HTTP 500.
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.arguments if raw or call.args() is not None else "{}",
+                    },
+                }
+                for call in self.tool_calls
+            ]
+        if raw and self.reasoning:
+            message["reasoning"] = self.reasoning
+        return message
+
+
+class ChatModel(Protocol):
+    """The seam the delegation loop depends on."""
+
+    name: str
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        role: Role = "coder",
+        max_tokens: int | None = None,
+        *,
+        context: CallContext | None = None,
+        on_row: Callable[[CallRow], None] | None = None,
+        owed_tool: str | None = None,
+    ) -> CallResult: ...
+
+
+@dataclass
+class _Call:
+    """What every attempt of one logical call shares."""
+
+    request: dict[str, Any]
+    tools: list[dict[str, Any]] | None
+    role: Role
+    max_tokens: int
+    context: CallContext
+    on_row: Callable[[CallRow], None] | None
+
+
+_SENDING: ContextVar[Reply | None] = ContextVar("soak_sending", default=None)
+
+
+async def _mark_sent(request: httpx2.Request) -> None:
+    """httpx2 request hook: runs in the calling task, right before the request is written."""
+    got = _SENDING.get()
+    if got is not None:
+        got.sent()
+
+
+def _throttler(calls_per_second: float) -> Throttler:
+    if calls_per_second >= 1:
+        return Throttler(rate_limit=round(calls_per_second), period=1.0)
+    return Throttler(rate_limit=1, period=1.0 / calls_per_second)
+
+
+class ChatEndpoint:
+    """One endpoint: its client, rate limit, concurrency bound and retry policy."""
+
+    def __init__(
+        self, name: str, endpoint: Endpoint, stale_seconds: float, *, http_client: httpx2.AsyncClient | None = None
+    ) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self.stale_seconds = stale_seconds
+        self._key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        http_client = http_client or openai.DefaultAsyncHttpxClient()
+        self.client = openai.AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=self._key or "EMPTY",
+            max_retries=0,
+            # The read timeout backs up the stale watchdog; a stream's bytes arrive far more often.
+            timeout=httpx2.Timeout(stale_seconds, connect=endpoint.connect_timeout_seconds),
+            http_client=http_client,
+        )
+        http_client.event_hooks["request"].append(_mark_sent)
+        self._limit = asyncio.Semaphore(endpoint.max_concurrent_calls)
+        self._throttle = _throttler(endpoint.calls_per_second)
+
+    @property
+    def model(self) -> str:
+        return self.endpoint.model
+
+    @property
+    def max_tokens(self) -> int:
+        return self.endpoint.max_tokens
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        role: Role = "coder",
+        max_tokens: int | None = None,
+        *,
+        context: CallContext | None = None,
+        on_row: Callable[[CallRow], None] | None = None,
+        owed_tool: str | None = None,
+    ) -> CallResult:
+        """One logical call; retryable failures are retried with backoff, every attempt is a row.
+
+        `owed_tool` is the tool the caller still needs from this turn; an endpoint with tool_choice "named" names it.
+        """
+        context = context or CallContext()
+        max_tokens = max_tokens or self.endpoint.max_tokens
+        request: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": self.endpoint.temperature,
+        }
+        if self.endpoint.seed is not None:
+            request["seed"] = call_seed(self.endpoint.seed, context)
+        if tools:
+            request["tools"] = tools
+            if self.endpoint.tool_choice == "named":
+                if owed_tool:
+                    request["tool_choice"] = {"type": "function", "function": {"name": owed_tool}}
+            elif self.endpoint.tool_choice:
+                request["tool_choice"] = self.endpoint.tool_choice
+        if self.endpoint.extra_body:
+            request["extra_body"] = self.endpoint.extra_body
+        call = _Call(request, tools, role, max_tokens, context, on_row)
+        rows: list[CallRow] = []
+
+        async def attempt() -> CallResult:
+            async with self._limit:
+                await self._throttle.acquire()
+                result = await self._attempt(call, len(rows) + 1)
+            rows.append(result.rows[0])
+            return result
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.endpoint.retries + 1),
+            wait=wait_exponential(multiplier=self.endpoint.retry_backoff_seconds, max=120),
+            retry=retry_if_result(lambda result: result.status in RETRYABLE),
+            retry_error_callback=lambda state: state.outcome.result(),
+        )
+        result = await retrying(attempt)
+        return result.model_copy(update={"rows": rows})
+
+    async def _attempt(self, call: _Call, attempt: int) -> CallResult:
+        got = Reply()
+        sending = _SENDING.set(got)
+        try:
+            status, http_status, error = await self._send(call.request, got)
+        except asyncio.CancelledError:
+            self._emit(call, got, attempt, "cancelled", None, "cancelled")
+            raise
+        finally:
+            _SENDING.reset(sending)
+        return self._emit(call, got, attempt, status, http_status, error)
+
+    async def _send(self, request: dict[str, Any], got: Reply) -> tuple[CallStatus, int | None, str]:
+        """Run the request into `got`; return (status, http status, error text)."""
+        completions = self.client.chat.completions
+        try:
+            async with asyncio.timeout(self.stale_seconds) as watchdog:
+                if not self.endpoint.stream:
+                    raw = await completions.with_raw_response.create(**request)
+                    got.completion(dict_or_fail(json.loads(await raw.http_response.aread())))
+                    return "ok", 200, ""
+                async with completions.with_streaming_response.create(
+                    **request, stream=True, stream_options={"include_usage": True}
+                ) as response:
+                    await self._read_stream(response.http_response, got, watchdog)
+        except TimeoutError:
+            return "stalled", None, f"no byte for {self.stale_seconds:g} s"
+        except openai.APITimeoutError as failure:
+            if isinstance(failure.__cause__, httpx2.ConnectTimeout):
+                return "connection", None, "connect timeout"
+            return "stalled", None, f"read timeout after {self.stale_seconds:g} s"
+        except openai.APIConnectionError as failure:
+            return "connection", None, f"{failure.message} {failure.__cause__!r}"
+        except openai.APIStatusError as failure:
+            return _status_of(failure), failure.status_code, failure.message
+        except httpx2.TimeoutException:
+            return "stalled", None, f"read timeout after {self.stale_seconds:g} s"
+        except httpx2.TransportError as failure:
+            return "truncated", 200, f"stream cut: {failure!r}"
+        except ValueError as failure:
+            return "bad_response", 200, f"unreadable reply: {failure}"
+        if got.finish is None:
+            return "truncated", 200, "stream ended without finish_reason"
+        return "ok", 200, ""
+
+    async def _read_stream(self, response: httpx2.Response, got: Reply, watchdog: asyncio.Timeout) -> None:
+        """Parse the SSE lines here: the SDK's per-chunk models cost ~30x the CPU and would skew the timings."""
+        loop = asyncio.get_running_loop()
+        # Re-arming the watchdog on every line costs more than parsing it; re-arm at most every 5 % of the window
+        # and add that 5 % to it, so a stream is aborted after stale_seconds to 1.05 x stale_seconds of silence.
+        slack = self.stale_seconds / 20
+        rearm = 0.0
+        async for line in response.aiter_lines():
+            now = time.perf_counter()
+            if (clock := loop.time()) >= rearm:
+                watchdog.reschedule(clock + self.stale_seconds + slack)
+                rearm = clock + slack
+            if got.first_byte is None:
+                got.first_byte = now
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            # Reading on past [DONE] to the end of the body keeps the connection reusable.
+            if payload != "[DONE]":
+                got.event(dict_or_fail(json.loads(payload)), now)
+
+    def _emit(
+        self, call: _Call, got: Reply, attempt: int, status: CallStatus, http_status: int | None, error: str
+    ) -> CallResult:
+        """Turn one attempt into its row (handed to `on_row` at once) and its result."""
+        end = time.perf_counter()
+        content, reasoning, calls = "".join(got.content), "".join(got.reasoning), got.tool_calls()
+        context = call.context
+        finish = got.finish or ""
+        usage = got.usage_numbers()
+        integrity = judge_tool_calls(calls, call.tools, finish) if status == "ok" else "none"
+        exhausted = status == "ok" and reasoning_exhausted(
+            finish, content, reasoning, bool(calls), usage["completion_tokens"], call.max_tokens
+        )
+        if status == "ok" and finish == "stop" and not calls and TOOL_TEXT.search(content):
+            error = "tool call left as text in content"
+
+        def since(moment: float | None) -> float | None:
+            return None if moment is None else moment - got.start
+
+        decode_tps = got.server_tps
+        tokens = usage["completion_tokens"]
+        first, last = got.first_token, got.last_token
+        if tokens and tokens > 1 and first is not None and last is not None and last > first:
+            decode_tps = (tokens - 1) / (last - first)
+        row = CallRow(
+            run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
+            call_index=context.call_index + attempt - 1, attempt=attempt, role=call.role, endpoint=self.name,
+            model=self.endpoint.model, stream=self.endpoint.stream, started_at=got.started_at,
+            first_byte_s=since(got.first_byte), ttft_s=since(got.first_token), last_token_s=since(got.last_token),
+            duration_s=end - got.start, decode_tps=decode_tps, max_tokens=call.max_tokens, finish_reason=finish,
+            tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
+            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=self._scrub(error),
+            **usage,
+        )
+        if call.on_row is not None:
+            call.on_row(row)
+        return CallResult(
+            content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, integrity=integrity,
+            reasoning_exhausted=exhausted, status=status, error=row.error, rows=[row],
+        )
+
+    def _scrub(self, text: str) -> str:
+        """Error text fit for a CSV: no key, no bearer token, bounded length."""
+        if self._key:
+            text = text.replace(self._key, "***")
+        return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]
+
+
+def chat_endpoints(config: SoakConfig, roles: tuple[str, ...] = ("orchestrator", "coder")) -> dict[str, ChatEndpoint]:
+    """Role -> endpoint; roles naming the same endpoint share one client, rate limit and semaphore."""
+    shared: dict[str, ChatEndpoint] = {}
+    chosen = {}
+    for role in roles:
+        endpoint = config.endpoint_for(role)
+        name = getattr(config.roles, role)
+        if name not in shared:
+            shared[name] = ChatEndpoint(name, endpoint, config.budgets.stale_seconds)
+        chosen[role] = shared[name]
+    return chosen
+
+
+def _status_of(failure: openai.APIStatusError) -> CallStatus:
+    code = failure.status_code
+    if code >= 500:
+        return "http_5xx"
+    if code in (401, 403):
+        return "auth"
+    if code == 404:
+        return "not_found"
+    if code in (400, 413) and CONTEXT_ERROR.search(f"{failure.message} {failure.body}"):
+        return "context_window"
+    return "bad_request"

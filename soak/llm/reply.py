@@ -1,0 +1,133 @@
+"""One attempt's reply, assembled from SSE events or a whole completion, with the stream's own timestamps."""
+
+import time
+from typing import Any
+
+from soak.llm.integrity import ToolCall
+
+
+def reasoning_exhausted(
+    finish_reason: str, content: str, reasoning: str, has_tool_calls: bool, completion_tokens: int | None,
+    max_tokens: int | None,
+) -> bool:
+    """Thinking used the whole budget and left no answer (serving-metrics.md section 5.2)."""
+    if has_tool_calls:
+        return False
+    text = content.strip()
+    open_think = "<think>" in text and "</think>" not in text
+    if finish_reason == "length" and ((not text and reasoning.strip()) or open_think):
+        return True
+    return not text and completion_tokens is not None and max_tokens is not None and completion_tokens >= max_tokens
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def dict_or_fail(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+class Reply:
+    """Accumulates one attempt's reply from SSE events or a whole completion (plain JSON), with timestamps."""
+
+    def __init__(self) -> None:
+        self.started_at = time.time()
+        self.start = time.perf_counter()
+        self.first_byte: float | None = None
+        self.first_token: float | None = None
+        self.last_token: float | None = None
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.slots: dict[int, dict[str, str]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.server_tps: float | None = None
+
+    def sent(self) -> None:
+        """The request goes out now: the clock starts here, so client-side queueing is not counted as TTFT."""
+        self.started_at, self.start = time.time(), time.perf_counter()
+
+    def event(self, data: dict[str, Any], now: float) -> None:
+        """One chunk of a stream, taken at `now` (when its line arrived)."""
+        if "error" in data:
+            error = data["error"]
+            raise ValueError(f"error event in stream: {_dict(error).get('message') or error}")
+        if data.get("usage"):
+            self.usage = _dict(data["usage"])
+        choices = data.get("choices")
+        if not choices:
+            return
+        choice = _dict(choices[0])
+        delta = _dict(choice.get("delta"))
+        token = False
+        if text := _text(delta.get("content")):
+            self.content.append(text)
+            token = True
+        if text := _text(delta.get("reasoning") or delta.get("reasoning_content")):
+            self.reasoning.append(text)
+            token = True
+        for call in delta.get("tool_calls") or ():
+            token = True
+            call, function = _dict(call), _dict(_dict(call).get("function"))
+            index = call.get("index")
+            if not isinstance(index, int):  # Some servers omit it: a name opens a call, a bare fragment continues one.
+                index = len(self.slots) if function.get("name") else max(len(self.slots) - 1, 0)
+            slot = self.slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            slot["id"] = _text(call.get("id")) or slot["id"]
+            slot["name"] = slot["name"] or _text(function.get("name"))
+            slot["arguments"] += _text(function.get("arguments"))
+        if token:
+            if self.first_token is None:
+                self.first_token = now
+            self.last_token = now
+        if choice.get("finish_reason"):
+            self.finish = str(choice["finish_reason"])
+
+    def completion(self, data: dict[str, Any]) -> None:
+        """A whole (non-streamed) reply."""
+        self.first_byte = time.perf_counter()
+        self.usage = _dict(data.get("usage")) or None
+        timings = _dict(data.get("timings"))
+        if isinstance(timings.get("predicted_per_second"), int | float):
+            self.server_tps = float(timings["predicted_per_second"])
+        choices = data.get("choices")
+        if not choices:
+            raise ValueError("reply without choices")
+        choice = _dict(choices[0])
+        message = _dict(choice.get("message"))
+        self.finish = _text(choice.get("finish_reason")) or None
+        self.content.append(_text(message.get("content")))
+        self.reasoning.append(_text(message.get("reasoning") or message.get("reasoning_content")))
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = _dict(_dict(call).get("function"))
+            self.slots[index] = {
+                "id": _text(_dict(call).get("id")),
+                "name": _text(function.get("name")),
+                "arguments": _text(function.get("arguments")),
+            }
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
+            for index, slot in sorted(self.slots.items())
+        ]
+
+    def usage_numbers(self) -> dict[str, int | None]:
+        usage = self.usage or {}
+
+        def number(value: Any) -> int | None:
+            return value if isinstance(value, int) else None
+
+        return {
+            "prompt_tokens": number(usage.get("prompt_tokens")),
+            "completion_tokens": number(usage.get("completion_tokens")),
+            "reasoning_tokens": number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
+            "cached_tokens": number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
+        }

@@ -1,0 +1,329 @@
+"""The overnight loop: cycles in seeded order, lanes, deadline and grace, error budget, signals, resume."""
+
+import asyncio
+import os
+import random
+import signal
+import time
+import traceback
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from shutil import rmtree
+from typing import Protocol
+
+from soak.config import ErrorBudget, SoakConfig
+from soak.record.folder import RunFolder, clean_text
+from soak.record.read import read_rows
+from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, SampleRow, Session, TaskRow
+from soak.tasks.spec import TaskSpec
+
+EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
+HEARTBEAT_SECONDS = 5.0
+
+
+@dataclass
+class Attempt:
+    """Where one task attempt belongs and where its calls go."""
+
+    run_id: str
+    cycle: int
+    session: int
+    workdir: Path
+    on_call: Callable[[CallRow], None]
+
+
+TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
+"""Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
+
+
+class Readiness(Protocol):
+    """What a pause waits on: the stack supervisor (soak.stack), an endpoint probe, or both."""
+
+    async def wait_until_ready(self, timeout: float) -> bool: ...
+
+
+class Schedule:
+    """Cycles through the suite, each cycle (from 1) in its own seeded order, skipping attempts already finished."""
+
+    def __init__(self, tasks: list[TaskSpec], seed: int, limits: RunLimits, done: set[tuple[int, str]]):
+        self.tasks = {task.id: task for task in tasks}
+        self.seed, self.limits, self.done = seed, limits, done
+        self.taken = len(done)
+        last = max((cycle for cycle, _ in done), default=0)
+        incomplete = [c for c in range(1, last + 1) if any((c, t) not in done for t in self.tasks)]
+        self.cycle = (incomplete[0] if incomplete else last + 1) - 1
+        self.queue: deque[str] = deque()
+
+    def order(self, cycle: int) -> list[str]:
+        ids = sorted(self.tasks)
+        random.Random(f"{self.seed}/{cycle}").shuffle(ids)
+        return ids
+
+    def take(self) -> tuple[int, TaskSpec] | None:
+        """The next attempt, or None when the task or cycle limit is reached."""
+        if not self.tasks or (self.limits.max_tasks is not None and self.taken >= self.limits.max_tasks):
+            return None
+        while not self.queue:
+            self.cycle += 1
+            if self.limits.max_cycles is not None and self.cycle > self.limits.max_cycles:
+                return None
+            self.queue.extend(t for t in self.order(self.cycle) if (self.cycle, t) not in self.done)
+        self.taken += 1
+        return self.cycle, self.tasks[self.queue.popleft()]
+
+    @property
+    def end_reason(self) -> str:
+        return "tasks" if self.limits.max_tasks is not None and self.taken >= self.limits.max_tasks else "cycles"
+
+
+class InfraWindow:
+    """The error budget: infra errors among the last N finished attempts, and how long the stack has been failing."""
+
+    def __init__(self, config: ErrorBudget):
+        self.window: deque[bool] = deque(maxlen=config.window_tasks)
+        self.limit = config.max_infra_fraction * config.window_tasks
+        self.failing_since: float | None = None
+        """Monotonic time of the first pause since an attempt last got through to the model."""
+
+    def add(self, outcome: str) -> bool:
+        """Record an outcome; True when the budget is exceeded."""
+        if outcome == "cancelled":
+            return False
+        self.window.append(outcome == "infra_error")
+        if outcome != "infra_error":
+            self.failing_since = None
+        return sum(self.window) > self.limit
+
+
+@dataclass
+class RunEnd:
+    reason: str
+    """deadline | tasks | cycles | error_budget | signal"""
+    detail: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.reason]
+
+
+@dataclass
+class InFlight:
+    task_id: str
+    cycle: int
+    started_at: float
+    job: asyncio.Task
+    calls: Counter = field(default_factory=Counter)
+    call_rows: list[CallRow] = field(default_factory=list)
+
+
+class Runner:
+    """One session of a run: schedules attempts into lanes until a limit, a signal or the error budget stops it."""
+
+    def __init__(
+        self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn, *,
+        readiness: Readiness, detached: bool = False,
+    ):
+        self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
+        self.readiness = readiness
+        """What a pause waits on (soak.session: the stack supervisor and/or an endpoint probe)."""
+        self.session = len(info.sessions)
+        finished = [r for r in read_rows(folder.path / "tasks.csv", TaskRow) if r.outcome != "cancelled"]
+        self.schedule = Schedule(tasks, config.seed, info.limits, {(r.cycle, r.task_id) for r in finished})
+        self.budget = InfraWindow(config.error_budget)
+        self.in_flight: dict[str, InFlight] = {}
+        self.end: RunEnd | None = None
+        self.go = asyncio.Event()
+        self.go.set()
+        self.recovery: asyncio.Task | None = None
+        self.deadline_at: float | None = None
+        """Wall-clock time at which no new attempt starts; None without a duration limit."""
+        self.detached = detached
+
+    # --- session bookkeeping ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        now = time.time()
+        limits = self.info.limits
+        if limits.duration_seconds is not None:
+            self.deadline_at = now + max(0.0, limits.duration_seconds - self.info.active_seconds)
+        self.info.sessions.append(
+            Session(session=self.session, pid=os.getpid(), started_at=now, last_seen_at=now, detached=self.detached)
+        )
+        self.info.started_at = self.info.started_at or now
+        self.info.ended_at = None
+        self.folder.write_info(self.info)
+        if self.session == 0:
+            self.folder.event("run_start", f"{len(self.schedule.tasks)} tasks, concurrency {self.config.concurrency}")
+        else:
+            self.folder.event("resume", self.resume_detail())
+
+    def resume_detail(self) -> str:
+        attempts = {(r.task_id, r.cycle, r.session) for r in read_rows(self.folder.path / "tasks.csv", TaskRow)}
+        orphans = sum(
+            (r.task_id, r.cycle, r.session) not in attempts for r in read_rows(self.folder.path / "calls.csv", CallRow)
+        )
+        repaired = {log.path.name: log.repaired_bytes for log in self.folder.logs if log.repaired_bytes}
+        left = "" if self.deadline_at is None else f", {max(0.0, self.deadline_at - time.time()):.0f} s left"
+        return (
+            f"session {self.session}: {self.schedule.taken} attempts already finished{left}; "
+            f"{orphans} calls of attempts cut short kept; torn rows cut: {repaired or 'none'}"
+        )
+
+    def heartbeat(self) -> None:
+        self.info.sessions[-1].last_seen_at = time.time()
+        self.info.in_flight = [f"{f.task_id}/{f.cycle}" for f in self.in_flight.values()]
+        self.folder.write_info(self.info)
+
+    def finish_session(self, end: RunEnd) -> None:
+        now = time.time()
+        self.folder.event("run_end", f"{end.reason}: {end.detail}".rstrip(": "))
+        current = self.info.sessions[-1]
+        current.last_seen_at = current.stopped_at = self.info.ended_at = now
+        current.reason, current.exit_code = end.reason, end.exit_code
+        self.info.in_flight = []
+        self.folder.write_info(self.info)
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> RunEnd:
+        """Run until a limit, a signal or the error budget; every started attempt leaves a row."""
+        self.begin()
+        self.folder.listeners.append(self)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.on_signal, sig)
+        helpers = [asyncio.create_task(self.beat()), asyncio.create_task(self.watch_deadline())]
+        try:
+            await asyncio.gather(*(self.lane() for _ in range(max(1, self.config.concurrency))))
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            for helper in [*helpers, *([self.recovery] if self.recovery else [])]:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            self.folder.listeners.remove(self)
+        assert self.end is not None
+        self.finish_session(self.end)
+        return self.end
+
+    def stop(self, reason: str, detail: str = "", cancel: bool = False) -> None:
+        """No new attempt starts; with `cancel`, the ones in flight are cancelled and recorded as such."""
+        if self.end is None:
+            self.end = RunEnd(reason, detail)
+        self.go.set()
+        if cancel:
+            for flight in self.in_flight.values():
+                flight.job.cancel()
+
+    def on_signal(self, sig: signal.Signals) -> None:
+        self.folder.event("signal", f"{sig.name}: stop scheduling, cancel {len(self.in_flight)} attempts in flight")
+        self.stop("signal", sig.name, cancel=True)
+
+    async def beat(self) -> None:
+        while True:
+            self.heartbeat()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def watch_deadline(self) -> None:
+        if self.deadline_at is None:
+            return
+        await asyncio.sleep(max(0.0, self.deadline_at - time.time()))
+        self.stop("deadline", f"{len(self.in_flight)} attempts in flight then, grace {self.config.grace_seconds:g} s")
+        await asyncio.sleep(self.config.grace_seconds)
+        for flight in self.in_flight.values():
+            flight.job.cancel()
+
+    async def lane(self) -> None:
+        while True:
+            await self.go.wait()
+            if self.end is not None:
+                return
+            item = self.schedule.take()
+            if item is None:
+                self.stop(self.schedule.end_reason)
+                return
+            await self.attempt(*item)
+
+    async def attempt(self, cycle: int, task: TaskSpec) -> None:
+        workdir = self.folder.work_dir(task.id, cycle)
+        if workdir.exists():  # a redo after a crash or a cancel starts clean
+            rmtree(workdir)
+        workdir.mkdir(parents=True)
+        key = f"{task.id}/{cycle}"
+
+        def on_call(row: CallRow) -> None:
+            row = row.model_copy(update={"run_id": self.folder.run_id, "session": self.session})
+            flight.calls[row.role] += 1
+            flight.call_rows.append(row)
+            self.folder.record_call(row)
+
+        job = asyncio.create_task(
+            self.task_fn(task, Attempt(self.folder.run_id, cycle, self.session, workdir, on_call))
+        )
+        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job)
+        try:
+            row = await job
+        except asyncio.CancelledError:
+            row = self.unfinished_row(task, flight, "cancelled", f"stopped by {self.end.reason if self.end else '?'}")
+            if asyncio.current_task().cancelling():  # the lane itself was cancelled: record, then let it go
+                self.record(row)
+                raise
+        except Exception as error:  # noqa: BLE001 - our bug in one attempt is a row, the night goes on
+            tail = "".join(traceback.format_exception(error)[-30:])
+            row = self.unfinished_row(task, flight, "harness_error", tail, kind=type(error).__name__)
+        finally:
+            del self.in_flight[key]
+        self.record(row.model_copy(update={"run_id": self.folder.run_id, "cycle": cycle, "session": self.session}))
+
+    def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: str, tail: str, kind: str = "") -> TaskRow:
+        """The row of an attempt that returned none: its calls are counted from what the runner saw."""
+        now = time.time()
+        usage = {
+            name: sum(getattr(c, name) or 0 for c in flight.call_rows)
+            for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+        }
+        return TaskRow(
+            run_id=self.folder.run_id, cycle=flight.cycle, session=self.session, task_id=task.id, suite=task.suite,
+            started_at=flight.started_at, ended_at=now, duration_s=now - flight.started_at, outcome=outcome,
+            orchestrator_calls=flight.calls["orchestrator"], coder_calls=flight.calls["coder"],
+            error_kind=kind or outcome, error_tail=clean_text(tail, 8000), **usage,
+        )
+
+    def record(self, row: TaskRow) -> None:
+        self.folder.record_task(row)
+        if self.budget.add(row.outcome):
+            self.pause(f"{sum(self.budget.window)} infra errors in the last {len(self.budget.window)} attempts")
+
+    def pause(self, why: str) -> None:
+        if self.recovery is None and self.end is None:
+            self.recovery = asyncio.create_task(self.recover(why))
+
+    # The run folder's listener: the stack supervisor reports a dead server as a `down` event.
+    def event(self, row: EventRow) -> None:
+        if row.kind == "down":
+            self.pause(f"{row.source} is down ({row.detail})")
+
+    def task(self, row: TaskRow) -> None: ...
+    def call(self, row: CallRow) -> None: ...
+    def sample(self, row: SampleRow) -> None: ...
+
+    async def recover(self, why: str) -> None:
+        """Pause new attempts until the stack is back; a stack failing for too long ends the run."""
+        budget = self.config.error_budget
+        self.go.clear()
+        now = time.monotonic()
+        self.budget.failing_since = self.budget.failing_since or now
+        left = budget.wait_for_stack_seconds - (now - self.budget.failing_since)
+        self.folder.event("pause", f"{why}; waiting up to {max(0.0, left):.0f} s for the stack")
+        if left > 0 and await self.readiness.wait_until_ready(left):
+            self.budget.window.clear()
+            self.folder.event("unpause", "the stack answers again")
+            self.recovery = None
+            self.go.set()
+            return
+        reason = f"the stack was not back within {budget.wait_for_stack_seconds:g} s of failing"
+        self.folder.event("error_budget", reason)
+        self.recovery = None
+        self.stop("error_budget", reason, cancel=True)

@@ -1,0 +1,213 @@
+"""One session of a run: the stack, telemetry, exporter and task function around the Runner, and its pid file."""
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack, nullcontext
+from typing import Any
+
+import httpx2
+import psutil
+from rich.console import Console
+
+from soak.config import SoakConfig
+from soak.errors import BadInput
+from soak.files import write_atomic
+from soak.night.loop import Attempt, Readiness, RunEnd, Runner, TaskFn
+from soak.night.progress import QuietLines, RunStats, live_view, summary
+from soak.record.folder import RunFolder
+from soak.record.schema import RunInfo, TaskRow
+from soak.tasks.spec import TaskSpec
+
+PID_FILE = "runner.pid"
+
+
+class EndpointProbe:
+    """With no stack to ask, an endpoint that answers GET <base_url>/models (any status below 500) is back."""
+
+    def __init__(self, base_urls: list[str], interval: float):
+        self.urls = [url.rstrip("/") + "/models" for url in dict.fromkeys(base_urls)]
+        self.interval = interval
+
+    async def answers(self, client: httpx2.AsyncClient, url: str) -> bool:
+        try:
+            return (await client.get(url)).status_code < 500
+        except httpx2.HTTPError:
+            return False
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        async with httpx2.AsyncClient(timeout=5.0) as client:
+            while True:
+                if all([await self.answers(client, url) for url in self.urls]):
+                    return True
+                if time.monotonic() + self.interval > deadline:
+                    return False
+                await asyncio.sleep(self.interval)
+
+
+def unmanaged_base_urls(config: SoakConfig) -> list[str]:
+    """The base URLs a pause must probe itself: those of the roles in use that no stack server serves (a stack
+    server is the supervisor's to judge, and a busy llama-cpp-python would hold the /models probe)."""
+    from soak.stack.servers import root_url
+
+    roles = ["coder"] if config.mode == "direct" else ["orchestrator", "coder"]
+    managed = {root_url(server.base_url) for server in config.stack.servers}
+    urls = dict.fromkeys(config.endpoint_for(role).base_url for role in roles)
+    return [url for url in urls if root_url(url) not in managed]
+
+
+class AllReady:
+    """Each check in turn, within one shared timeout."""
+
+    def __init__(self, checks: list[Readiness]):
+        self.checks = checks
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for check in self.checks:
+            if not await check.wait_until_ready(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+
+class AgentTasks:
+    """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied.
+
+    `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
+    """
+
+    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
+        from soak.agent.loop import run_task
+        from soak.decisions.route import Routing
+        from soak.llm.client import ChatEndpoint
+
+        self.config, self.run_task, self.judge = config, run_task, judge
+        self.routes = Routing.model_validate(routing).tasks if routing else {}
+        names = {config.roles.coder, config.roles.orchestrator if config.mode == "delegate" else config.roles.coder}
+        names |= {r.endpoint for r in self.routes.values() if r.action == "escalate" and r.endpoint}
+        stale = config.budgets.stale_seconds
+        self.endpoints = {name: ChatEndpoint(name, config.endpoints[name], stale) for name in sorted(names)}
+
+    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
+        route = self.routes.get(task.id)
+        coder = self.config.roles.coder
+        if route and route.action == "escalate" and route.endpoint:
+            coder = route.endpoint
+        if route and route.action == "cap":
+            task = task.model_copy(update={"max_calls": route.max_calls})
+        if route and route.action == "extend":
+            task = task.model_copy(update={"budget_seconds": route.budget_seconds})
+        orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
+        return await self.run_task(
+            task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
+            mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
+            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge,
+        )
+
+    async def close(self) -> None:
+        for endpoint in self.endpoints.values():
+            await endpoint.close()
+
+
+def run_night(
+    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
+    quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
+    judge: Callable[..., Any] | None = None,
+) -> RunEnd:
+    """Run one session in the foreground, with the pid file in place while it runs.
+
+    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox.
+    """
+    console = console or Console()
+    folder.open()
+    write_pid(folder)
+    try:
+        return asyncio.run(
+            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge)
+        )
+    except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
+        return RunEnd("signal", "interrupted while starting")
+    finally:
+        (folder.path / PID_FILE).unlink(missing_ok=True)
+        folder.close()
+
+
+async def session(
+    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
+    quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
+) -> RunEnd:
+    from soak.stack.servers import StackSupervisor, metrics_url, root_url
+    from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
+
+    stats = RunStats.from_folder(folder.path, info)
+    folder.listeners.append(stats)
+    lines = quiet or not console.is_terminal
+    if lines:
+        folder.listeners.append(QuietLines(stats, console))
+    async with AsyncExitStack() as cleanup:
+        if metrics_port is not None:
+            from soak.night.exporter import RunExporter
+
+            exporter = RunExporter(info.run_id)
+            try:
+                exporter.serve(metrics_port)
+            except OSError as error:
+                raise BadInput(f"--metrics-port {metrics_port}: {error.strerror or error}") from None
+            cleanup.callback(exporter.close)
+            folder.listeners.append(exporter)
+        unmanaged = unmanaged_base_urls(config)
+        probe = EndpointProbe(unmanaged, config.error_budget.probe_interval_seconds)
+        readiness: Readiness = probe
+        supervisor = None
+        background: list[asyncio.Task] = []
+        cleanup.push_async_callback(cancel_all, background)
+        if config.stack.servers:
+            supervisor = StackSupervisor(config.stack, folder.path / "logs",
+                                         lambda kind, source, detail: folder.event(kind, detail, source))
+            cleanup.callback(supervisor.stop)
+            await supervisor.start()
+            background.append(asyncio.create_task(supervisor.watch()))
+            readiness = AllReady([supervisor, probe]) if unmanaged else supervisor
+        metered = [(s.name, metrics_url(s)) for s in config.stack.servers] or [
+            (name, root_url(e.base_url) + "/metrics") for name, e in config.endpoints.items()
+        ]
+        sources = [ServerMetricsSource(name, url, lambda text: folder.event("note", text, "monitor"))
+                   for name, url in dict(metered).items() if url]
+        samplers = default_samplers(supervisor.pids if supervisor else dict, sources)
+        monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
+        background.append(asyncio.create_task(monitor.run()))
+        if task_fn is None:
+            agent = AgentTasks(config, info.routing, judge)
+            cleanup.push_async_callback(agent.close)
+            task_fn = agent
+        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached)
+        stats.in_flight = lambda: {key: flight.started_at for key, flight in runner.in_flight.items()}
+        with nullcontext() if lines else live_view(stats, console):
+            end = await runner.run()
+    console.print(summary(stats, folder.path, end.reason, end.detail))
+    return end
+
+
+async def cancel_all(jobs: list[asyncio.Task]) -> None:
+    for job in jobs:
+        job.cancel()
+    await asyncio.gather(*jobs, return_exceptions=True)
+
+
+def write_pid(folder: RunFolder) -> None:
+    me = psutil.Process()
+    write_atomic(folder.path / PID_FILE, json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+
+
+def read_pid(folder: RunFolder) -> int | None:
+    """The pid of the process running this run, if it is alive (and is the same process, not a reused pid)."""
+    try:
+        recorded = json.loads((folder.path / PID_FILE).read_text())
+        process = psutil.Process(int(recorded["pid"]))
+        if abs(process.create_time() - float(recorded["create_time"])) < 1.0 and process.status() != "zombie":
+            return process.pid
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        pass
+    return None

@@ -1,0 +1,181 @@
+"""Writing a run folder: append-only CSV logs (a crash tears at most the last row) and run.json."""
+
+import csv
+import io
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import ValidationError
+
+from soak.errors import BadInput
+from soak.files import write_atomic
+from soak.record.schema import CallRow, EventKind, EventRow, Row, RunInfo, SampleRow, TaskRow
+
+# --- CSV writers --------------------------------------------------------------------------------
+
+MAX_TEXT_CHARS = 32_000
+"""Longest text kept in one CSV field (spreadsheets stop at 32,767); the middle of longer text is cut."""
+
+R = TypeVar("R", bound=Row)
+
+
+def clean_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """NUL bytes dropped (csv readers choke on them); over `limit`, head and tail kept around a marker."""
+    text = text.replace("\x00", "")
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return f"{text[: limit // 2]}…[truncated {cut} chars]{text[len(text) - limit // 2 :]}"
+
+
+def csv_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return clean_text(value)
+    return str(value)
+
+
+def encode_row(values: list[str]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(values)
+    return buffer.getvalue().encode("utf-8", "backslashreplace")
+
+
+def complete_length(data: bytes) -> int:
+    """Bytes up to the end of the last complete row: a newline outside quotes (an even count of quotes before it)."""
+    quotes_before = data.count(b'"')
+    hi = len(data)
+    while (pos := data.rfind(b"\n", 0, hi)) >= 0:
+        quotes_before -= data.count(b'"', pos, hi)
+        if quotes_before % 2 == 0:
+            return pos + 1
+        hi = pos
+    return 0
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a row torn by a crash mid-write; returns the bytes dropped."""
+    data = path.read_bytes()
+    keep = complete_length(data)
+    if keep < len(data):
+        with path.open("r+b") as handle:
+            handle.truncate(keep)
+            os.fsync(handle.fileno())
+    return len(data) - keep
+
+
+class CsvLog(Generic[R]):
+    """Append-only CSV of one row model: one write() per row, so a crash tears at most the last one."""
+
+    def __init__(self, path: Path, model: type[R], *, durable: bool = False):
+        self.path, self.model, self.durable = path, model, durable
+        self.columns = list(model.model_fields)
+        self.repaired_bytes = repair_tail(path) if path.exists() else 0
+        self.lock = threading.Lock()
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if os.fstat(self.fd).st_size == 0:
+            self.write(encode_row(self.columns))
+        else:
+            with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+                header = next(csv.reader(handle), [])
+            if header != self.columns:
+                os.close(self.fd)
+                raise BadInput(f"{path}: its columns are not those of this soak version's {model.__name__}")
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            while data:
+                data = data[os.write(self.fd, data) :]
+            if self.durable:
+                os.fsync(self.fd)
+
+    def append(self, row: R) -> None:
+        """Write one row now; a durable log (tasks.csv) also fsyncs it."""
+        if not isinstance(row, self.model):
+            raise TypeError(f"{self.path.name} takes {self.model.__name__}, not {type(row).__name__}")
+        self.write(encode_row([csv_value(getattr(row, column)) for column in self.columns]))
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
+# --- the run folder -----------------------------------------------------------------------------
+
+class RowListener(Protocol):
+    """Sees every row as it is written (the live view, the Prometheus exporter)."""
+
+    def task(self, row: TaskRow) -> None: ...
+    def call(self, row: CallRow) -> None: ...
+    def event(self, row: EventRow) -> None: ...
+    def sample(self, row: SampleRow) -> None: ...
+
+
+class RunFolder:
+    """`data/<run_id>/`: run.json, the four CSVs (opened for appending) and `work/<task>/<cycle>/`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.run_id = path.name
+        self.info_path = path / "run.json"
+        self.listeners: list[RowListener] = []
+
+    def open(self) -> None:
+        """Create or reopen the CSVs, repairing torn tails; tasks.csv is fsynced per row."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.tasks = CsvLog(self.path / "tasks.csv", TaskRow, durable=True)
+        self.calls = CsvLog(self.path / "calls.csv", CallRow)
+        self.events = CsvLog(self.path / "events.csv", EventRow)
+        self.samples = CsvLog(self.path / "samples.csv", SampleRow)
+
+    @property
+    def logs(self) -> list[CsvLog]:
+        return [self.tasks, self.calls, self.events, self.samples]
+
+    def close(self) -> None:
+        for log in self.logs:
+            log.close()
+
+    def record_task(self, row: TaskRow) -> None:
+        self.tasks.append(row)
+        for listener in self.listeners:
+            listener.task(row)
+
+    def record_call(self, row: CallRow) -> None:
+        self.calls.append(row)
+        for listener in self.listeners:
+            listener.call(row)
+
+    def record_sample(self, row: SampleRow) -> None:
+        """The telemetry writer (soak.stack.telemetry.Monitor's `write`)."""
+        self.samples.append(row)
+        for listener in self.listeners:
+            listener.sample(row)
+
+    def event(self, kind: EventKind, detail: str = "", source: str = "runner") -> EventRow:
+        row = EventRow(run_id=self.run_id, at=time.time(), kind=kind, source=source, detail=detail)
+        self.events.append(row)
+        for listener in self.listeners:
+            listener.event(row)
+        return row
+
+    def work_dir(self, task_id: str, cycle: int) -> Path:
+        return self.path / "work" / task_id / str(cycle)
+
+    def read_info(self) -> RunInfo:
+        try:
+            return RunInfo.model_validate_json(self.info_path.read_text())
+        except FileNotFoundError:
+            raise BadInput(f"{self.path}: no run.json, not a run folder") from None
+        except ValidationError as error:
+            problems = error.error_count()
+            raise BadInput(f"{self.info_path}: not a run.json this soak version reads ({problems} problems)") from None
+
+    def write_info(self, info: RunInfo) -> None:
+        write_atomic(self.info_path, info.model_dump_json(indent=2))

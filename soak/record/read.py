@@ -1,0 +1,192 @@
+"""Read a run folder into DataFrames, tolerant of a run still going, missing files and a torn last row."""
+
+import csv
+import io
+import json
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, get_args
+
+import pandas as pd
+from pydantic import BaseModel
+
+from soak.errors import BadInput
+from soak.paths import data_dir
+from soak.record.folder import complete_length
+from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def nullable_fields(model: type[BaseModel]) -> set[str]:
+    return {name for name, field in model.model_fields.items() if type(None) in get_args(field.annotation)}
+
+
+def read_rows(path: Path, model: type[R]) -> Iterator[R]:
+    """Rows of a CSV written by CsvLog, as models (an empty cell is None where the field allows it)."""
+    if not path.exists():
+        return
+    nullable = nullable_fields(model)
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        for raw in csv.DictReader(handle):
+            yield model.model_validate({k: None if v == "" and k in nullable else v for k, v in raw.items()})
+
+
+
+TABLES: dict[str, type[BaseModel]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
+TRUE_WORDS = {"true", "1", "yes", "t", "y"}
+
+
+@dataclass
+class RunRecord:
+    """One run folder, read: run.json plus the four CSVs as typed DataFrames (columns = row model fields)."""
+
+    path: Path
+    run_id: str
+    meta: dict[str, Any]
+    tasks: pd.DataFrame
+    calls: pd.DataFrame
+    events: pd.DataFrame
+    samples: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    """What was tolerated while reading (missing files, torn rows), shown in the report."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        config = self.meta.get("config")
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        sessions = self.meta.get("sessions")
+        return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+
+    @property
+    def running(self) -> bool:
+        """Not ended: still going, or stopped by a crash (run.json cannot tell these apart; the heartbeat can)."""
+        return bool(self.meta) and not self.meta.get("ended_at")
+
+
+def _kind(annotation: Any) -> str:
+    """'int' | 'float' | 'bool' | 'str' for a row field, looking through `X | None`."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    if annotation is bool:
+        return "bool"
+    if annotation in (int, float):
+        return "float" if annotation is float else "int"
+    return "str"
+
+
+def _column_kinds(model: type[BaseModel]) -> dict[str, tuple[str, Any, bool]]:
+    """name -> (kind, default, required)."""
+    return {name: (_kind(f.annotation), f.default, f.is_required()) for name, f in model.model_fields.items()}
+
+
+def _parse(text: str, text_columns: list[str]) -> pd.DataFrame:
+    """CSV text -> DataFrame (numbers parsed by pandas, text kept as text); a malformed body falls back to the csv
+    module, keeping whole rows only."""
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
+                           na_values=[""], on_bad_lines="skip", low_memory=False)
+    except (pd.errors.ParserError, csv.Error, ValueError):
+        rows = list(csv.reader(io.StringIO(text), strict=False))
+        if not rows:
+            return pd.DataFrame()
+        header = rows[0]
+        return pd.DataFrame([r for r in rows[1:] if len(r) == len(header)], columns=header, dtype=str)
+
+
+def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataFrame:
+    """One CSV as a DataFrame with every field of `model`, typed; missing columns get the model's default."""
+    kinds = _column_kinds(model)
+    data = b""
+    if path.is_file():
+        data = path.read_bytes()
+    elif path.parent.is_dir():
+        notes.append(f"{path.name}: missing")
+    keep = complete_length(data)
+    if keep < len(data):
+        # Rows are appended whole; bytes after the last complete row are a write in flight or a crash.
+        notes.append(f"{path.name}: ignored a torn last row ({len(data) - keep} bytes)")
+    text = data[:keep].decode("utf-8", errors="replace")
+    text_columns = [name for name, (kind, _, _) in kinds.items() if kind in ("str", "bool")]
+    frame = _parse(text, text_columns) if text.strip() else pd.DataFrame()
+    frame = frame.rename(columns=str.strip)
+    out = {}
+    for name, (kind, default, _) in kinds.items():
+        raw = frame[name] if name in frame.columns else pd.Series([None] * len(frame), dtype=object)
+        raw = raw.reset_index(drop=True)
+        if kind in ("int", "float"):
+            numbers = raw if pd.api.types.is_numeric_dtype(raw) else pd.to_numeric(raw, errors="coerce")
+            if default is not None and not isinstance(default, bool) and isinstance(default, int | float):
+                numbers = numbers.fillna(default)
+            out[name] = numbers.astype(float)
+        elif kind == "bool":
+            out[name] = raw.fillna("").astype(str).str.strip().str.lower().isin(TRUE_WORDS)
+        else:
+            fallback = default if isinstance(default, str) else ""
+            out[name] = raw.fillna(fallback).astype(str)
+    table = pd.DataFrame(out, columns=list(kinds))
+    required = [name for name, (kind, _, needed) in kinds.items() if needed and kind in ("int", "float")]
+    unreadable = table[required].isna().any(axis=1)
+    if unreadable.any():
+        notes.append(f"{path.name}: skipped {int(unreadable.sum())} rows with unreadable required fields")
+        table = table[~unreadable].reset_index(drop=True)
+    return table
+
+
+def read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        notes.append("run.json: missing")
+        return {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        notes.append(f"run.json: unreadable ({error})")
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def load_run(path: Path) -> RunRecord:
+    """Read a run folder; anything missing becomes an empty table and a note, never an error."""
+    path = Path(path)
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a run folder")
+    notes: list[str] = []
+    meta = read_meta(path / "run.json", notes)
+    tables = {name: read_table(path / f"{name}.csv", model, notes) for name, model in TABLES.items()}
+    for frame in tables.values():
+        time_column = "at" if "at" in frame.columns else "started_at"
+        frame.sort_values(time_column, inplace=True, kind="stable", ignore_index=True)
+    run_id = str(meta.get("run_id") or path.name)
+    return RunRecord(path=path, run_id=run_id, meta=meta, notes=notes, **tables)
+
+
+def run_folders(root: Path | None = None) -> list[Path]:
+    """Run folders under the data dir, oldest first (by name, which starts with the start time, then mtime)."""
+    root = root or data_dir()
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and any((p / f).exists() for f in ("run.json", "tasks.csv"))]
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def resolve_run_dir(ref: str | Path | None) -> Path:
+    """A run id (under the data dir) or a folder path -> the run folder; None -> the latest run."""
+    if ref is None:
+        runs = run_folders()
+        if not runs:
+            raise BadInput(f"no runs in {data_dir()}/ yet: start one with `soak run`, or pass a run folder")
+        return runs[-1]
+    candidate = Path(ref)
+    if candidate.is_dir():
+        return candidate
+    under_data = data_dir() / str(ref)
+    if under_data.is_dir():
+        return under_data
+    known = ", ".join(p.name for p in run_folders()[-5:]) or "none"
+    raise BadInput(f"no run '{ref}': not a folder, nor a run id in {data_dir()}/ (latest: {known})")

@@ -1,0 +1,209 @@
+"""The row models of every CSV and of run.json: the schema of a run folder, written once."""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Outcome = Literal[
+    "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "infra_error", "harness_error", "cancelled"
+]
+MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact")
+"""Outcomes that count against the model; infra_error counts against the stack."""
+
+Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
+"""Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""
+
+CallStatus = Literal[
+    "ok", "stalled", "truncated", "connection", "http_5xx", "auth", "not_found", "context_window", "bad_request",
+    "bad_response", "cancelled",
+]
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+
+
+class TaskRow(Row):
+    """One finished task attempt (tasks.csv)."""
+
+    cycle: int
+    session: int = 0
+    """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, session) names one attempt."""
+    task_id: str
+    suite: str
+    route: str = ""
+    """The routing rule applied to this attempt, empty when none."""
+    started_at: float
+    """Unix seconds."""
+    ended_at: float
+    duration_s: float
+    outcome: Outcome
+    rounds: int = 0
+    orchestrator_calls: int = 0
+    coder_calls: int = 0
+    delegations: int = 0
+    fallback_writes: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    tests_passed: int = 0
+    tests_total: int = 0
+    test_seconds: float = 0.0
+    error_kind: str = ""
+    error_tail: str = ""
+    mangled_tool_calls: int = 0
+    """Calls whose tool-call integrity verdict was not ok/none."""
+    reasoning_exhausted: int = 0
+    """Calls where reasoning ate the whole token budget."""
+    orchestrator_model: str = ""
+    coder_model: str = ""
+
+
+class CallRow(Row):
+    """One LLM call attempt (calls.csv); retries are rows of their own."""
+
+    task_id: str
+    cycle: int
+    session: int = 0
+    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, session). Calls of an attempt cut
+    short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
+    call_index: int
+    """Position of the call within its task, counting retries."""
+    attempt: int = 1
+    role: Literal["orchestrator", "coder", "probe"]
+    endpoint: str
+    model: str
+    stream: bool
+    started_at: float
+    first_byte_s: float | None = None
+    ttft_s: float | None = None
+    """First content, reasoning or tool-call token, from the request start."""
+    last_token_s: float | None = None
+    duration_s: float
+    decode_tps: float | None = None
+    prompt_tokens: int | None = None
+    """None when the server did not report usage (never a made-up zero)."""
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    max_tokens: int | None = None
+    finish_reason: str = ""
+    tool_calls: int = 0
+    tool_names: str = ""
+    integrity: Integrity = "none"
+    reasoning_exhausted: bool = False
+    status: CallStatus = "ok"
+    http_status: int | None = None
+    error: str = ""
+
+
+EventKind = Literal[
+    "run_start", "run_end", "resume", "signal", "pause", "unpause", "error_budget",
+    "server_start", "server_ready", "server_stop", "down", "restart", "up", "health_fail", "note",
+]
+
+
+class EventRow(Row):
+    """Something that happened to the run or the stack (events.csv)."""
+
+    at: float
+    kind: EventKind
+    source: str = "runner"
+    detail: str = ""
+
+
+class SampleRow(Row):
+    """One telemetry reading, long format (samples.csv)."""
+
+    at: float
+    source: str
+    """host | harness | gpu | server:<name>"""
+    metric: str
+    value: float | None = None
+    labels: str = ""
+    """e.g. position=0"""
+    error: str = ""
+
+
+HIT_COUNTERS = {
+    "vllm": ("vllm:prefix_cache_hits_total", ("vllm:prefix_cache_queries_total",)),
+    "llama-server": ("llamacpp:prompt_tokens_cached_total",
+                 ("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total")),
+}
+"""Per engine: the counter of prompt tokens served from the prefix cache, and the counters that sum to all prompt
+tokens (llama-server's prompt_tokens_total excludes the cached ones)."""
+
+
+# --- run.json -----------------------------------------------------------------------------------
+
+
+class RunLimits(BaseModel):
+    """When a run ends by itself; none set means one pass over the suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    duration_seconds: float | None = None
+    """Active running time over all sessions (time between a crash and its resume does not count)."""
+    max_tasks: int | None = None
+    """Finished attempts (cancelled ones excluded) over all sessions."""
+    max_cycles: int | None = None
+
+
+class Session(BaseModel):
+    """One start or resume of a run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session: int
+    pid: int
+    started_at: float
+    last_seen_at: float
+    """Heartbeat; a crashed session's active time ends here."""
+    stopped_at: float | None = None
+    """None while running, or forever after a crash."""
+    reason: str = ""
+    """deadline | tasks | cycles | signal | error_budget | error"""
+    exit_code: int | None = None
+    detached: bool = False
+
+    @property
+    def active_seconds(self) -> float:
+        return max(0.0, (self.stopped_at or self.last_seen_at) - self.started_at)
+
+
+class RunInfo(BaseModel):
+    """run.json: the resolved config (redacted), limits, versions, host and the history of sessions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    created_at: float
+    started_at: float | None = None
+    """Start of the first session."""
+    ended_at: float | None = None
+    """Set when a session stops (any reason), cleared by a resume; None after a crash."""
+    config: dict[str, Any]
+    """SoakConfig as resolved from soak.toml and flags, secrets redacted."""
+    limits: RunLimits
+    routing: dict[str, Any] = Field(default_factory=dict)
+    """The routing file applied (`soak run --routing`), so a resume applies it too."""
+    stack: dict[str, Any] = Field(default_factory=dict)
+    """What soak started itself, e.g. the embedded default's engine, version and settings."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    sessions: list[Session] = Field(default_factory=list)
+    """The resume history: one entry per start or resume."""
+    in_flight: list[str] = Field(default_factory=list)
+    """`<task_id>/<cycle>` of the attempts running at the last heartbeat."""
+
+    @property
+    def active_seconds(self) -> float:
+        return sum(s.active_seconds for s in self.sessions)
+

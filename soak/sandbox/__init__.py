@@ -1,0 +1,3 @@
+"""Containment and judging: the jail (namespaces, rlimits, scrubbed env, wall clock, cleanup), the judge
+(workspace, pytest, the count check, the verdict), the pytest plugin that runs inside the jail, and the proof
+that a suite's references pass and its wrong solutions fail. Imports tasks, config and record only."""

@@ -1,0 +1,296 @@
+"""Contained processes: the isolation kinds, rlimits, a scrubbed environment, capped output, a wall clock, and
+cleanup that leaves no process of a run alive. The sandbox (soak.sandbox) runs pytest through it.
+
+Isolation is the best the host offers, probed once per process:
+
+- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a read-only root, only the workspace writable,
+  a new session, and death with the harness.
+- `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace), a shell as the
+  namespace's pid 1.
+- `session`: a plain new session behind a shell, killed by group and by a per-run environment marker; the harness
+  still never is the parent nor in the group of untrusted code, but writes and network are not contained.
+"""
+
+import contextlib
+import ctypes
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import psutil
+from pydantic import BaseModel, ConfigDict
+
+MiB = 1 << 20
+ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+RUN_MARKER = "SOAK_SANDBOX_RUN"
+ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
+"""Strongest first."""
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+class ResourceLimits(BaseModel):
+    """Resource ceilings of one test run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address_space_bytes: int = 2048 * MiB
+    """RLIMIT_AS of every sandboxed process: a memory bomb meets MemoryError, not the machine's RAM."""
+    file_size_bytes: int = 64 * MiB
+    """RLIMIT_FSIZE: the largest file a run may write."""
+    workspace_bytes: int = 512 * MiB
+    """All files of the workspace together, polled while the run goes; past it the run is killed (DiskQuota)."""
+    cpu_seconds: int | None = None
+    """RLIMIT_CPU per process; None means twice the task's wall timeout plus 10 s."""
+    open_files: int = 512
+    """RLIMIT_NOFILE."""
+    output_bytes: int = 64 * 1024
+    """Pytest output kept: the first and last halves; the middle is counted and dropped."""
+    grace_seconds: float = 1.0
+    """Between SIGTERM and SIGKILL when the wall timeout hits."""
+
+
+@dataclass
+class Contained:
+    """One contained process, finished."""
+
+    returncode: int | None = None
+    timed_out: bool = False
+    over_quota: bool = False
+    duration_s: float = 0.0
+    output: str = ""
+
+
+# --- isolation ---------------------------------------------------------------------------------------------------
+
+
+def wrap(kind: str, ws: Path, readonly: list[Path], cmd: list[str]) -> list[str]:
+    """The launcher command line of an isolation kind around the sandboxed command."""
+    if kind == "bwrap":
+        ro = [arg for path in readonly for arg in ("--ro-bind", str(path), str(path))]
+        return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *ro, "--proc", "/proc", "--dev", "/dev",
+                "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
+    # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
+    # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
+    # process group cannot reach `unshare` outside).
+    shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
+    if kind in ("unshare", "unshare-user"):
+        user = ["--map-root-user"] if kind == "unshare-user" else []
+        ns = ["--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc"]
+        return ["unshare", *user, *ns, "--", "setsid", *shell]
+    return shell
+
+
+def works(kind: str) -> bool:
+    """Whether an isolation kind can start the sandbox's Python on this host."""
+    if kind != "session" and shutil.which(kind.split("-")[0]) is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="soak-probe-") as tmp:
+        cmd = wrap(kind, Path(tmp).resolve(), [], [sys.executable, "-I", "-c", "pass"])
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            return subprocess.run(cmd, capture_output=True, timeout=30, cwd=tmp).returncode == 0
+    return False
+
+
+@cache
+def isolation_kind() -> str:
+    """The strongest isolation that works on this host, probed once per process."""
+    return next((kind for kind in ISOLATION_KINDS[:-1] if works(kind)), "session")
+
+
+def scrubbed_env(ws: Path, token: str) -> dict[str, str]:
+    """An allowlisted environment: no keys or tokens ever reach the solution."""
+    env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
+    env = {name: value for name, value in env.items() if not any(m in name.upper() for m in SECRET_MARKERS)}
+    env.update(HOME=str(ws / "home"), TMPDIR=str(ws / "tmp"), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    env[RUN_MARKER] = token
+    return env
+
+
+def rlimit_setter(limits: ResourceLimits, cpu_seconds: int):
+    """A preexec function setting the rlimits on the launcher; every sandboxed process inherits them."""
+    wanted = [
+        (resource.RLIMIT_AS, limits.address_space_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+        (resource.RLIMIT_CPU, cpu_seconds),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+    ]
+
+    def apply() -> None:
+        # The launcher dies with the harness (bwrap and unshare then take the whole namespace down with them).
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        for which, value in wanted:
+            _, hard = resource.getrlimit(which)
+            # CPU: SIGXCPU at the soft limit, SIGKILL a few seconds later for processes that catch it.
+            ceiling = value + 5 if which == resource.RLIMIT_CPU else value
+            if hard != resource.RLIM_INFINITY:
+                value, ceiling = min(value, hard), min(ceiling, hard)
+            resource.setrlimit(which, (value, ceiling))
+
+    return apply
+
+
+# --- running -----------------------------------------------------------------------------------------------------
+
+
+class CappedOutput:
+    """Keeps the head and the tail of a stream; the middle is only counted."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(1, cap // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self.half:
+            self.dropped += len(self.tail) - self.half
+            del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        gap = f"\n[... {self.dropped} bytes of output omitted ...]\n".encode() if self.dropped else b""
+        return bytes(self.head + gap + self.tail).decode(errors="replace")
+
+
+def workspace_too_big(ws: Path, limit: int, max_entries: int = 20_000) -> bool:
+    """Whether the workspace's files exceed the byte limit (or hold absurdly many entries)."""
+    total = entries = 0
+    for root, dirs, files in os.walk(ws):
+        entries += len(dirs) + len(files)
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+        if total > limit or entries > max_entries:
+            return True
+    return False
+
+
+def exited(proc: subprocess.Popen) -> bool:
+    """Whether the launcher has ended, without reaping it: while it is a zombie its pid and group id stay ours."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def wait_exit(proc: subprocess.Popen, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while not exited(proc) and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def processes(proc: subprocess.Popen, token: str, kind: str) -> list[psutil.Process]:
+    """Every live process of a run: the launcher's descendants, and in a plain session those carrying its marker."""
+    found = []
+    if proc.returncode is None:
+        with contextlib.suppress(psutil.Error):
+            found = psutil.Process(proc.pid).children(recursive=True)
+    if kind == "session":
+        for candidate in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if candidate.pid != os.getpid() and candidate.environ().get(RUN_MARKER) == token:
+                    found.append(candidate)
+    return found
+
+
+def signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for process in procs:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(sig)
+
+
+def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Process]) -> None:
+    """SIGKILL whatever is left of a run and wait for it: no process of a run outlives its verdict."""
+    # In a pid namespace a launcher that ended on its own leaves nothing behind: the kernel ends the namespace first.
+    procs = seen + processes(proc, token, kind) if kind == "session" or not exited(proc) else seen
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    signal_all(procs, signal.SIGKILL)
+    proc.kill()
+    if proc.wait() < 0 and kind != "session":
+        # A launcher killed by a signal may go before its namespace does; sweep what carries the run's marker.
+        strays = processes(proc, token, "session")
+        signal_all(strays, signal.SIGKILL)
+        procs += strays
+    psutil.wait_procs(procs, timeout=2)
+
+
+def launch(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str) -> Contained:
+    """Run the sandbox command, pump its output through a cap, enforce the wall clock and the workspace size."""
+    token = uuid.uuid4().hex
+    cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=ws, env=scrubbed_env(ws, token), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=rlimit_setter(limits, cpu),
+    )
+    run, out = Contained(), CappedOutput(limits.output_bytes)
+    deadline, next_quota, drain_until = started + timeout_s, started + 0.25, None
+    stdout = proc.stdout
+    assert stdout is not None
+    os.set_blocking(stdout.fileno(), False)
+    with selectors.DefaultSelector() as selector:
+        selector.register(stdout, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                run.timed_out = True
+                break
+            if now >= next_quota:
+                next_quota = now + 0.25
+                if workspace_too_big(ws, limits.workspace_bytes):
+                    run.over_quota = True
+                    break
+            if selector.select(timeout=min(0.1, deadline - now)):
+                chunk = os.read(stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                out.add(chunk)
+            # Left-over descendants (plain session) may hold the pipe open after the launcher is gone.
+            if drain_until is None and exited(proc):
+                drain_until = now + 0.2
+            if drain_until is not None and now >= drain_until:
+                break
+    if not (run.timed_out or run.over_quota):
+        wait_exit(proc, deadline - time.monotonic())
+        run.timed_out = not exited(proc)
+    seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
+    if run.timed_out or run.over_quota:
+        signal_all(seen, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        wait_exit(proc, limits.grace_seconds)
+    finish(proc, token, kind, seen)
+    stdout.close()
+    run.returncode, run.duration_s, run.output = proc.returncode, time.monotonic() - started, out.text()
+    return run
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a workspace even where the solution made parts of it unwritable."""
+
+    def retry(func, target, _exc) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(target), 0o700)
+            os.chmod(target, 0o700)
+            func(target)
+
+    shutil.rmtree(path, onerror=retry)

@@ -1,0 +1,193 @@
+"""Scenario files for `soak sim`: how the simulated server answers, how fast, and which faults it injects.
+
+    [timing]
+    ttft_seconds = [0.1, 0.8]            # a number, or [low, high] drawn per request
+    decode_tokens_per_second = [40, 120] # 0 = no decode delay
+    [coder]
+    p_correct = 0.6
+    [[faults]]
+    kind = "http_500"
+    rate = 0.01                          # and/or at_requests = [3, 17]
+
+Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles.
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from soak.config import Strict
+from soak.errors import BadInput
+from soak.files import load_model
+
+SCENARIO_DIR = Path(__file__).with_name("scenarios")
+
+Span = float | tuple[float, float]
+"""A fixed value, or `[low, high]` drawn uniformly per request."""
+
+Role = Literal["orchestrator", "coder", "chat"]
+FaultKind = Literal[
+    "http_500",
+    "http_503",
+    "drop",
+    "truncate",
+    "stall",
+    "name_absorbs_args",
+    "bad_json_args",
+    "path_escape",
+    "reasoning_budget",
+    "crash",
+    "slow_health",
+    "slow_metrics",
+    "no_usage",
+    "stream_mangle",
+]
+PROBE_FAULTS = {"slow_health", "slow_metrics"}
+TIMED_FAULTS = {"stall", "slow_health", "slow_metrics"}
+
+
+def _check_span(value: Span) -> Span:
+    low, high = (value, value) if isinstance(value, int | float) else value
+    if low < 0 or high < low:
+        raise ValueError(f"needs 0 <= low <= high, got {value}")
+    return value
+
+
+class Timing(Strict):
+    ttft_seconds: Span = 0.02
+    """Time to first token (prefill), per request."""
+    decode_tokens_per_second: Span = 1000.0
+    """Decode rate; 0 means no decode delay at all."""
+    tokens_per_chunk: int = Field(default=1, ge=1)
+    """Tokens per streamed SSE chunk (vLLM sends 1)."""
+    max_running: int = Field(default=0, ge=0)
+    """Requests decoded at once; the rest wait (shown as num_requests_waiting). 0 = unlimited."""
+
+    _spans = field_validator("ttft_seconds", "decode_tokens_per_second")(_check_span)
+
+
+class Coder(Strict):
+    p_correct: float = Field(default=1.0, ge=0, le=1)
+    """Chance that a first write is the task's reference solution (else a broken variant)."""
+    p_fix: float = Field(default=1.0, ge=0, le=1)
+    """Chance that a write in a revision round (`The tests failed`) is the reference."""
+    p_fenced: float = Field(default=0.0, ge=0, le=1)
+    """Chance to answer with a fenced python block and no tool call (weak-model style)."""
+
+
+class Orchestrator(Strict):
+    overiterate_tasks: list[str] = Field(default_factory=list)
+    """Task ids (fnmatch patterns) on which the orchestrator delegates again and again, never answering done."""
+    overiterate_rate: float = Field(default=0.0, ge=0, le=1)
+    """Fraction of the other tasks (picked by seed and task id) that over-iterate too."""
+
+
+class Reasoning(Strict):
+    enabled: bool = False
+    """Emit a reasoning field (vLLM `reasoning`, llama.cpp `reasoning_content`) before the answer."""
+    tokens: Span = (20.0, 60.0)
+    """Reasoning tokens per reply."""
+
+    _spans = field_validator("tokens")(_check_span)
+
+
+class Cache(Strict):
+    enabled: bool = True
+    """Prefix caching; off means every query misses (hits stay 0), like a hybrid model with broken APC."""
+    block_tokens: int = Field(default=16, ge=1)
+    """Prompts are cached in whole blocks of this many tokens, as vLLM does."""
+    capacity_blocks: int = Field(default=8192, ge=1)
+    """KV cache size in blocks; least recently used blocks are evicted beyond it."""
+    prompt_tokens_details: bool = True
+    """vLLM mode: per-request `usage.prompt_tokens_details.cached_tokens`, as with `--enable-prompt-tokens-details`;
+    false sends null there, as vLLM does without that flag (llama.cpp mode always sends it)."""
+
+
+class SpecDecode(Strict):
+    enabled: bool = False
+    """Expose the vLLM spec-decode counters (drafts, draft tokens, accepted, accepted per position)."""
+    acceptance: list[float] = Field(default_factory=lambda: [0.8, 0.6, 0.4], min_length=1)
+    """Chance that draft position k is accepted given position k-1 was; its length is the draft size."""
+
+    @field_validator("acceptance")
+    @classmethod
+    def _probabilities(cls, value: list[float]) -> list[float]:
+        if any(not 0 <= p <= 1 for p in value):
+            raise ValueError("each acceptance must be within [0, 1]")
+        return value
+
+
+class Chat(Strict):
+    tokens: Span = (8.0, 40.0)
+    """Length of a plain chat answer (no tools, no task found)."""
+
+    _spans = field_validator("tokens")(_check_span)
+
+
+class Fault(Strict):
+    kind: FaultKind
+    rate: float = Field(default=0.0, ge=0, le=1)
+    """Chance per request (per probe for slow_health / slow_metrics)."""
+    at_requests: list[int] = Field(default_factory=list)
+    """1-based chat-request numbers on which the fault fires; with `roles`, counting only those roles' requests
+    (probe numbers for slow_*)."""
+    roles: list[Role] = Field(default_factory=list)
+    """Only requests of these roles; empty means any."""
+    seconds: float = Field(default=0.0, ge=0)
+    """Length of a stall or of a slow probe."""
+    where: Literal["first_byte", "mid"] = "mid"
+    """Stall before the first token, or in the middle of the stream."""
+    path: str = ""
+    """path_escape: the path written; empty picks `../<entry>` or `/tmp/soak-escape/<entry>`."""
+    style: Literal["in_content", "no_args"] = "in_content"
+    """stream_mangle: raw `<tool_call>` text in content, or a tool call whose arguments never arrive."""
+
+    @field_validator("at_requests")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if any(n < 1 for n in value):
+            raise ValueError("request numbers start at 1")
+        return value
+
+    @model_validator(mode="after")
+    def _fires_sometime(self) -> "Fault":
+        if self.rate == 0 and not self.at_requests:
+            raise ValueError(f"fault '{self.kind}' needs a rate > 0 or at_requests")
+        if self.kind in TIMED_FAULTS and self.seconds <= 0:
+            raise ValueError(f"fault '{self.kind}' needs seconds > 0")
+        return self
+
+
+class Scenario(Strict):
+    """One simulated server's behaviour: the `soak sim --scenario` file."""
+
+    name: str = ""
+    description: str = ""
+    model: str = "soak-sim"
+    """Served model name (GET /v1/models, metric label model_name)."""
+    max_model_len: int = Field(default=32768, ge=16)
+    """Context length: longer prompts get HTTP 400; no max_tokens means up to the rest of it."""
+    timing: Timing = Field(default_factory=Timing)
+    coder: Coder = Field(default_factory=Coder)
+    orchestrator: Orchestrator = Field(default_factory=Orchestrator)
+    reasoning: Reasoning = Field(default_factory=Reasoning)
+    cache: Cache = Field(default_factory=Cache)
+    spec_decode: SpecDecode = Field(default_factory=SpecDecode)
+    chat: Chat = Field(default_factory=Chat)
+    faults: list[Fault] = Field(default_factory=list)
+
+
+def builtin_scenarios() -> list[str]:
+    return sorted(path.stem for path in SCENARIO_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A shipped scenario by name, or a `.toml` / `.json` file; a malformed one names the file and the field."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise BadInput(f"no scenario '{name_or_path}' (shipped: {', '.join(builtin_scenarios())}; or give a file)")
+    scenario = load_model(path, Scenario, "scenario file")
+    return scenario if scenario.name else scenario.model_copy(update={"name": path.stem})

