@@ -18,13 +18,12 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from soak.config import Endpoint, SoakConfig
-from soak.llm.integrity import ToolCall, judge_tool_calls
-from soak.llm.reply import Reply, dict_or_fail, reasoning_exhausted
+from soak.llm.integrity import ToolCall
+from soak.llm.reply import Reply, dict_or_fail
 from soak.record.schema import CallRow, CallStatus, Integrity
 
 Role = Literal["orchestrator", "coder", "probe"]
 RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
-TOOL_TEXT = re.compile(r"<tool_call>|<function=")
 CONTEXT_ERROR = re.compile(r"context.?(length|window|size)|max_model_len|too many tokens|prompt is too long", re.I)
 SECRET_TEXT = re.compile(r"(Bearer\s+)\S+|sk-[A-Za-z0-9_\-]{8,}")
 ERROR_CHARS = 400
@@ -293,49 +292,20 @@ class ChatEndpoint:
         self, call: _Call, got: Reply, attempt: int, status: CallStatus, http_status: int | None, error: str
     ) -> CallResult:
         """Turn one attempt into its row (handed to `on_row` at once) and its result."""
-        end = time.perf_counter()
-        content, reasoning, calls = "".join(got.content), "".join(got.reasoning), got.tool_calls()
         context = call.context
-        finish = got.finish or ""
-        usage = got.usage_numbers()
-        integrity = judge_tool_calls(calls, call.tools, finish) if status == "ok" else "none"
-        exhausted = status == "ok" and reasoning_exhausted(
-            finish, content, reasoning, bool(calls), usage["completion_tokens"], call.max_tokens
-        )
-        if status == "ok" and finish == "stop" and not calls and TOOL_TEXT.search(content):
-            error = "tool call left as text in content"
-
-        def since(moment: float | None) -> float | None:
-            return None if moment is None else moment - got.start
-
-        decode_tps = got.server_tps
-        tokens = usage["completion_tokens"]
-        first, last = got.first_token, got.last_token
-        if tokens and tokens > 1 and first is not None and last is not None and last > first:
-            decode_tps = (tokens - 1) / (last - first)
-        row = CallRow(
+        row = got.row(
             run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
             call_index=context.call_index + attempt - 1, attempt=attempt, role=call.role, endpoint=self.name,
-            model=self.endpoint.model, stream=self.endpoint.stream, started_at=got.started_at,
-            first_byte_s=since(got.first_byte), ttft_s=since(got.first_token), last_token_s=since(got.last_token),
-            duration_s=end - got.start, decode_tps=decode_tps, max_tokens=call.max_tokens, finish_reason=finish,
-            tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
-            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=self._scrub(error),
-            **usage,
+            model=self.endpoint.model, stream=self.endpoint.stream, tools=call.tools, max_tokens=call.max_tokens,
+            status=status, http_status=http_status, error=scrub(error, self._key),
         )
         if call.on_row is not None:
             call.on_row(row)
         return CallResult(
-            content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, integrity=integrity,
-            reasoning_exhausted=exhausted, status=status, error=row.error, rows=[row],
+            content="".join(got.content), reasoning="".join(got.reasoning), tool_calls=got.tool_calls(),
+            finish_reason=row.finish_reason, integrity=row.integrity, reasoning_exhausted=row.reasoning_exhausted,
+            status=status, error=row.error, rows=[row],
         )
-
-    def _scrub(self, text: str) -> str:
-        """Error text fit for a CSV: no key, no bearer token, bounded length."""
-        if self._key:
-            text = text.replace(self._key, "***")
-        return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]
-
 
 def chat_endpoints(config: SoakConfig, roles: tuple[str, ...] = ("orchestrator", "coder")) -> dict[str, ChatEndpoint]:
     """Role -> endpoint; roles naming the same endpoint share one client, rate limit and semaphore."""
@@ -350,14 +320,25 @@ def chat_endpoints(config: SoakConfig, roles: tuple[str, ...] = ("orchestrator",
     return chosen
 
 
+def scrub(text: str, key: str | None) -> str:
+    """Error text fit for a CSV: no key, no bearer token, bounded length."""
+    if key:
+        text = text.replace(key, "***")
+    return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]
+
+
 def _status_of(failure: openai.APIStatusError) -> CallStatus:
-    code = failure.status_code
+    return status_of_http(failure.status_code, f"{failure.message} {failure.body}")
+
+
+def status_of_http(code: int, text: str) -> CallStatus:
+    """The call status of an HTTP error reply (`text`: its message and body)."""
     if code >= 500:
         return "http_5xx"
     if code in (401, 403):
         return "auth"
     if code == 404:
         return "not_found"
-    if code in (400, 413) and CONTEXT_ERROR.search(f"{failure.message} {failure.body}"):
+    if code in (400, 413) and CONTEXT_ERROR.search(text):
         return "context_window"
     return "bad_request"

@@ -1,9 +1,13 @@
 """One attempt's reply, assembled from SSE events or a whole completion, with the stream's own timestamps."""
 
+import re
 import time
 from typing import Any
 
-from soak.llm.integrity import ToolCall
+from soak.llm.integrity import ToolCall, judge_tool_calls
+from soak.record.schema import CallRow, CallStatus
+
+TOOL_TEXT = re.compile(r"<tool_call>|<function=")
 
 
 def reasoning_exhausted(
@@ -131,3 +135,37 @@ class Reply:
             "reasoning_tokens": number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
             "cached_tokens": number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
         }
+
+    def row(
+        self, *, run_id: str, task_id: str, cycle: int, call_index: int, attempt: int, role: str, endpoint: str,
+        model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
+        http_status: int | None, error: str,
+    ) -> CallRow:
+        """This attempt's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
+        `tools`: the one place a call becomes a row, for soak's own calls and the proxy's alike."""
+        end = time.perf_counter()
+        content, reasoning, calls = "".join(self.content), "".join(self.reasoning), self.tool_calls()
+        finish = self.finish or ""
+        usage = self.usage_numbers()
+        integrity = judge_tool_calls(calls, tools, finish) if status == "ok" else "none"
+        exhausted = status == "ok" and reasoning_exhausted(
+            finish, content, reasoning, bool(calls), usage["completion_tokens"], max_tokens
+        )
+        if status == "ok" and finish == "stop" and not calls and TOOL_TEXT.search(content):
+            error = "tool call left as text in content"
+
+        def since(moment: float | None) -> float | None:
+            return None if moment is None else moment - self.start
+
+        decode_tps = self.server_tps
+        tokens, first, last = usage["completion_tokens"], self.first_token, self.last_token
+        if tokens and tokens > 1 and first is not None and last is not None and last > first:
+            decode_tps = (tokens - 1) / (last - first)
+        return CallRow(
+            run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, attempt=attempt, role=role,
+            endpoint=endpoint, model=model, stream=stream, started_at=self.started_at,
+            first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
+            duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens, finish_reason=finish,
+            tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
+            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error, **usage,
+        )
