@@ -9,7 +9,7 @@ from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.record import folder as record
 from soak.record.folder import CsvLog, RunFolder, clean_text, complete_length, encode_row
-from soak.record.read import read_rows
+from soak.record.read import read_rows, run_folders
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, TaskRow
 
 TORTURE = [
@@ -180,3 +180,13 @@ def test_run_folder_round_trip(tmp_path):
     assert pd.read_csv(folder.path / "samples.csv").empty
     with pytest.raises(BadInput, match="run.json"):
         RunFolder(tmp_path / "nothing").read_info()
+
+
+def test_runs_are_ordered_by_created_at_not_by_folder_mtime(tmp_path):
+    for name, created in (("b-older", 100.0), ("a-newer", 200.0)):
+        RunFolder(tmp_path / name).path.mkdir()
+        RunFolder(tmp_path / name).write_info(RunInfo(run_id=name, created_at=created, config={}, limits=RunLimits()))
+    os.utime(tmp_path / "b-older", (300.0, 300.0))  # touched last, made first
+    (tmp_path / "20000101-000000-ab12").mkdir()
+    (tmp_path / "20000101-000000-ab12" / "tasks.csv").write_text("")  # no run.json: its name tells the time
+    assert [p.name for p in run_folders(tmp_path)] == ["b-older", "a-newer", "20000101-000000-ab12"]

@@ -25,7 +25,7 @@ from soak.night.progress import RunStats, runs_table, status_view
 from soak.night.wiring import read_pid, run_night
 from soak.paths import data_dir
 from soak.record.folder import RunFolder
-from soak.record.read import read_rows
+from soak.record.read import read_rows, resolve_run_dir, run_folders
 from soak.record.schema import RunInfo, RunLimits, TaskRow
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
@@ -193,12 +193,9 @@ def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[T
 
 
 def find_run(run_id: str | None) -> RunFolder:
-    """A run by id, or the newest one."""
+    """A run by id, or the newest one (the same one `soak report` picks: soak.record.read.run_folders)."""
     if run_id is None:
-        runs = all_runs()
-        if not runs:
-            raise BadInput(f"no runs in {data_dir()}")
-        return runs[-1][0]
+        return RunFolder(resolve_run_dir(None))
     folder = RunFolder(data_dir() / run_id)
     if not RUN_ID.match(run_id) or not folder.info_path.is_file():
         known = ", ".join(f.run_id for f, _ in all_runs()[-5:]) or "none"
@@ -207,16 +204,14 @@ def find_run(run_id: str | None) -> RunFolder:
 
 
 def all_runs() -> list[tuple[RunFolder, RunInfo]]:
-    """Every readable run folder, oldest first."""
+    """Every run folder with a readable run.json, oldest first (soak.record.read.run_folders' order)."""
     found = []
-    root = data_dir()
-    for path in sorted(root.iterdir()) if root.is_dir() else []:
-        if (path / "run.json").is_file():
-            try:
-                found.append((RunFolder(path), RunFolder(path).read_info()))
-            except BadInput:
-                continue
-    return sorted(found, key=lambda pair: pair[1].created_at)
+    for path in run_folders():
+        try:
+            found.append((RunFolder(path), RunFolder(path).read_info()))
+        except BadInput:
+            continue
+    return found
 
 
 def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Console | None = None) -> int:

@@ -1,8 +1,11 @@
 """Read a run folder into DataFrames, tolerant of a run still going, missing files and a torn last row."""
 
+import contextlib
 import csv
 import io
 import json
+import re
+import time
 import types
 import typing
 from collections.abc import Iterator
@@ -166,13 +169,34 @@ def load_run(path: Path) -> RunRecord:
     return RunRecord(path=path, run_id=run_id, meta=meta, notes=notes, **tables)
 
 
+RUN_NAME_START = re.compile(r"^(\d{8}-\d{6})")
+"""A default run id starts with its start time (`soak run` names it `%Y%m%d-%H%M%S-xxxx`)."""
+
+
+def created_at(path: Path) -> float | None:
+    """When a run was made: run.json's `created_at`, else the start time its name begins with; None if neither."""
+    try:
+        value = json.loads((path / "run.json").read_text()).get("created_at")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    except (OSError, ValueError, AttributeError):
+        pass
+    match = RUN_NAME_START.match(path.name)
+    if match:
+        with contextlib.suppress(ValueError, OverflowError):
+            return time.mktime(time.strptime(match[1], "%Y%m%d-%H%M%S"))
+    return None
+
+
 def run_folders(root: Path | None = None) -> list[Path]:
-    """Run folders under the data dir, oldest first (by name, which starts with the start time, then mtime)."""
+    """Run folders under the data dir, oldest first by `created_at` (folders that tell no time first, by name).
+
+    The one ordering of runs: `soak report`, `soak status`, `soak runs` and `--resume` all pick "the latest" here."""
     root = root or data_dir()
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if p.is_dir() and any((p / f).exists() for f in ("run.json", "tasks.csv"))]
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+    return sorted(found, key=lambda p: (created_at(p) or 0.0, p.name))
 
 
 def resolve_run_dir(ref: str | Path | None) -> Path:
