@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from typing import Any
 
+from soak.sim import agents
+from soak.sim.agents import text_of, tool_failed
 from soak.sim.scenario import Fault, Scenario, Span
 from soak.tasks.spec import TaskSpec
 
 TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^\sA-Za-z0-9_]|\s+")
 TASK_ID = re.compile(r"Task id:\s*`?([A-Za-z0-9][A-Za-z0-9_.\-]*)")
-TOOL_ERROR = re.compile(
-    r"\b(error|invalid|not valid|not allowed|outside|unknown|refused|denied|failed|cannot|could not)\b", re.IGNORECASE
-)
 REVISION = "The tests failed"
 WORDS = [
     "let", "me", "think", "about", "the", "edge", "cases", "first", "then", "check", "input", "format", "and",
@@ -27,13 +26,6 @@ WORDS = [
 def tokenize(text: str) -> list[str]:
     """The sim's tokenizer: words and single punctuation marks, leading whitespace attached (joins back exactly)."""
     return TOKEN.findall(text)
-
-
-def text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
 
 
 def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[str]:
@@ -64,7 +56,8 @@ class SimReply:
 
     role: str
     kind: str
-    """delegate | write | fenced | done | chat | budget (reasoning ate the budget)."""
+    """delegate | write | fenced | done | submit (an agent's end-of-task call) | chat | budget (reasoning ate the
+    budget)."""
     task_id: str = ""
     correct: bool | None = None
     """For a written solution: the reference (True) or a broken variant (False)."""
@@ -82,14 +75,34 @@ class SimReply:
         return len(self.reasoning) + len(self.content) + tool
 
 
-def role_of(body: dict[str, Any], engine: str = "vllm") -> str:
-    """Orchestrator if offered `delegate`, coder if offered `write_file`, else chat: with tool_choice none, and on
-    llama-cpp-python (chatml-function-calling) whenever tool_choice is unset, since it then hides the tools."""
+def visible_tools(body: dict[str, Any], engine: str = "vllm") -> list[Any]:
+    """The tools the model sees: none with tool_choice none, nor on llama-cpp-python (chatml-function-calling)
+    whenever tool_choice is unset, since it then hides them."""
     choice = body.get("tool_choice")
     hidden = choice == "none" or (engine == "llama-cpp-python" and choice is None)
-    tools = None if hidden else body.get("tools")
-    names = {(tool.get("function") or {}).get("name") for tool in tools or [] if isinstance(tool, dict)}
-    return "orchestrator" if "delegate" in names else "coder" if "write_file" in names else "chat"
+    return [] if hidden else list(body.get("tools") or [])
+
+
+def protocol_of(body: dict[str, Any], engine: str = "vllm") -> str:
+    """delegate | write_file | shell | whole (aider's edit format, no tools) | chat, from what the request offers."""
+    tools = visible_tools(body, engine)
+    names = agents.tool_names(tools)
+    if "delegate" in names:
+        return "delegate"
+    if "write_file" in names:
+        return "write_file"
+    if agents.shell_tool(tools):
+        return "shell"
+    if not body.get("tools") and agents.whole_fence(body["messages"]):
+        return "whole"
+    return "chat"
+
+
+def role_of(body: dict[str, Any], engine: str = "vllm") -> str:
+    """Orchestrator if offered `delegate`; coder if it can write a file (`write_file`, a shell tool, aider's edit
+    format); else chat."""
+    protocol = protocol_of(body, engine)
+    return "orchestrator" if protocol == "delegate" else "chat" if protocol == "chat" else "coder"
 
 
 def named_tool(body: dict[str, Any]) -> str | None:
@@ -99,7 +112,8 @@ def named_tool(body: dict[str, Any]) -> str | None:
 
 
 def find_task(messages: list[dict[str, Any]], tasks: dict[str, TaskSpec]) -> TaskSpec | None:
-    """The `Task id: <id>` line, else the first task whose prompt opening appears in the conversation."""
+    """The `Task id: <id>` line, else the first task whose prompt opening appears in the conversation (also when an
+    agent re-wrapped its lines: whitespace runs count as one space)."""
     texts = [text_of(m) for m in messages]
     for text in texts:
         for match in TASK_ID.finditer(text):
@@ -108,7 +122,11 @@ def find_task(messages: list[dict[str, Any]], tasks: dict[str, TaskSpec]) -> Tas
             if task:
                 return task
     joined = "\n".join(texts)
-    return next((t for t in tasks.values() if t.prompt.strip()[:200] in joined), None)
+    found = next((t for t in tasks.values() if t.prompt.strip()[:200] in joined), None)
+    if found:
+        return found
+    flat = " ".join(joined.split())
+    return next((t for t in tasks.values() if " ".join(t.prompt.split())[:200] in flat), None)
 
 
 def broken_variant(task: TaskSpec) -> str:
@@ -145,7 +163,7 @@ class Planner:
         elif role == "orchestrator":
             reply = self.orchestrator(messages, task)
         elif role == "coder":
-            reply = self.coder(messages, task, rng, forced=named_tool(body) == "write_file")
+            reply = self.coder(messages, task, rng, body)
         else:
             reply = self.chat(task, rng)
         reply.task_id = task.id if task else ""
@@ -180,25 +198,48 @@ class Planner:
         # Keyed by task, not by request, so the same tasks over-iterate all night.
         return random.Random(f"{self.seed}:{task.id}").random() < setting.overiterate_rate
 
-    def coder(
-        self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random, forced: bool
-    ) -> SimReply:
-        """Writes the entry file (or, weak-model style, answers with it fenced unless the call names write_file)."""
-        last = messages[-1]
-        entry = task.entry if task else "solution.py"
-        tool_result = last.get("role") == "tool"
-        if tool_result and previous_tool(messages) != "read_file" and not TOOL_ERROR.search(text_of(last)):
-            return SimReply("coder", "done", content=tokenize(f"I wrote `{entry}`."))
+    def correct(self, messages: list[dict[str, Any]], rng: random.Random) -> bool:
+        """Write the reference (else the broken variant)? p_fix once an error was fed back (`The tests failed`)."""
         revision = any(REVISION in text_of(m) for m in messages)
         setting = self.scenario.coder
-        correct = rng.random() < (setting.p_fix if revision else setting.p_correct)
-        fenced = rng.random() < setting.p_fenced and not forced
+        return rng.random() < (setting.p_fix if revision else setting.p_correct)
+
+    def coder(
+        self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random, body: dict[str, Any]
+    ) -> SimReply:
+        """Writes the entry file by the protocol offered (or, weak-model style, answers with it fenced unless the
+        call names its tool); see agents.py for the shell and whole-file protocols."""
+        protocol = protocol_of(body, self.engine)
+        entry = task.entry if task else "solution.py"
+        done = SimReply("coder", "done", content=tokenize(f"I wrote `{entry}`."))
+        if protocol == "whole":
+            fence = agents.whole_fence(messages) or ("```", "```")
+            correct = self.correct(messages, rng)
+            text = agents.listing(entry, self.source(task, correct), fence)
+            return SimReply("coder", "write", correct=correct, content=tokenize(text))
+        tool = agents.shell_tool(visible_tools(body, self.engine)) if protocol == "shell" else "write_file"
+        assert tool is not None
+        last = messages[-1]
+        if protocol == "shell":
+            step = agents.shell_step(messages, tool)
+            if step == "done":
+                return done
+            if step == "submit":
+                call = PlannedCall("", tool, json.dumps({"command": f"echo {agents.SUBMIT}"}))
+                return SimReply("coder", "submit", tool=call)
+        elif last.get("role") == "tool" and previous_tool(messages) != "read_file" and not tool_failed(text_of(last)):
+            return done
+        correct = self.correct(messages, rng)
+        fenced = rng.random() < self.scenario.coder.p_fenced and named_tool(body) != tool
         source = self.source(task, correct)
         if fenced:
             text = f"Here is `{entry}`:\n\n```python\n{source.rstrip()}\n```\n"
             return SimReply("coder", "fenced", correct=correct, content=tokenize(text))
-        arguments = json.dumps({"path": entry, "content": source})
-        return SimReply("coder", "write", correct=correct, tool=PlannedCall("", "write_file", arguments))
+        if protocol == "shell":
+            arguments = json.dumps({"command": agents.heredoc(entry, source)})
+        else:
+            arguments = json.dumps({"path": entry, "content": source})
+        return SimReply("coder", "write", correct=correct, tool=PlannedCall("", tool, arguments))
 
     def chat(self, task: TaskSpec | None, rng: random.Random) -> SimReply:
         if task:
@@ -231,9 +272,13 @@ class Planner:
                 reply.tool.name, reply.tool.arguments = f"{reply.tool.name}({kwargs})", "{}"
             elif fault.kind == "bad_json_args":
                 reply.tool.arguments = reply.tool.arguments[:-2]
-            elif fault.kind == "path_escape" and "path" in arguments:
+            elif fault.kind == "path_escape" and ("path" in arguments or reply.kind == "write"):
                 entry = task.entry if task else "solution.py"
-                arguments["path"] = fault.path or rng.choice([f"../{entry}", f"/tmp/soak-escape/{entry}"])
+                path = fault.path or rng.choice([f"../{entry}", f"/tmp/soak-escape/{entry}"])
+                if "path" in arguments:
+                    arguments["path"] = path
+                else:
+                    arguments["command"] = agents.retarget(arguments["command"], path)
                 reply.tool.arguments = json.dumps(arguments)
             elif fault.kind == "stream_mangle" and body.get("stream"):
                 if fault.style == "in_content":
