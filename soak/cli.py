@@ -326,6 +326,35 @@ ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
 @main.group()
+def agent() -> None:
+    """External agents soak can soak (mode "agent"): Hermes Agent, mini-swe-agent, aider.
+
+    `soak agent setup hermes` installs it into its own venv in $SOAK_CACHE_DIR (or ~/.cache/soak); then
+    `soak run --agent hermes --base-url URL --model M` runs it per task through soak's recording proxy.
+    """
+
+
+@agent.command("setup")
+@click.argument("name")
+def agent_setup(name: str) -> None:
+    """Install a built-in agent (hermes, mini-swe-agent, aider) into its own cached venv. Idempotent."""
+    from soak.agent.adapters import setup_agent
+
+    setup_agent(name, lambda line: click.echo(line, err=True))
+
+
+@agent.command("list")
+def agent_list() -> None:
+    """The built-in agents, their pinned packages and whether each is installed."""
+    from soak.agent.adapters import ADAPTERS, AgentInstall
+
+    for adapter in ADAPTERS.values():
+        install = AgentInstall(adapter)
+        state = f"installed ({install.version()})" if install.read_stamp() else f"run `soak agent setup {adapter.name}`"
+        click.echo(f"{adapter.name:15} {adapter.package:24} {state}")
+
+
+@main.group()
 def engine() -> None:
     """Real vLLM (CPU build) and llama.cpp servers with the bundled SmolLM2 model, no GPU needed.
 

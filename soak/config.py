@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from soak.errors import BadInput
 from soak.files import load_model
@@ -76,6 +76,22 @@ class Budgets(Strict):
     """No byte on a stream for this long aborts the call as stalled."""
 
 
+class Agent(Strict):
+    """The external agent of mode "agent": run per attempt, jailed, talking to the coder endpoint through soak's
+    recording proxy."""
+
+    name: str = ""
+    """hermes, mini-swe-agent, aider (installed by `soak agent setup NAME`), or a command line with placeholders
+    {prompt_file}, {prompt}, {workspace}, {base_url}, {model}, {api_key}."""
+    stale_seconds: float | None = None
+    """The agent's own stream-stale watchdog (Hermes: HERMES_STREAM_STALE_TIMEOUT); unset keeps the agent's
+    default, which is what its users run with."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment of the agent process (never a key: the proxy adds the real one)."""
+    address_space_bytes: int = 8 << 30
+    """RLIMIT_AS of the agent and the commands it runs."""
+
+
 class Server(Strict):
     """A model server soak may start, watch and restart."""
 
@@ -134,17 +150,26 @@ class Gates(Strict):
 class SoakConfig(Strict):
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
-    mode: Literal["delegate", "direct"] = "delegate"
+    mode: Literal["delegate", "direct", "agent"] = "delegate"
+    """delegate: orchestrator -> coder; direct: the coder alone; agent: an external agent (`[agent]`) on the coder
+    endpoint."""
     suite: str = "builtin"
     concurrency: int = 2
     seed: int = 0
     grace_seconds: float = 300
     """At the deadline no task starts; those in flight get this long to finish, then they are cancelled."""
     budgets: Budgets = Field(default_factory=Budgets)
+    agent: Agent = Field(default_factory=Agent)
     stack: Stack = Field(default_factory=Stack)
     sampling: Sampling = Field(default_factory=Sampling)
     error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
     gates: Gates = Field(default_factory=Gates)
+
+    @model_validator(mode="after")
+    def _agent_named(self) -> "SoakConfig":
+        if self.mode == "agent" and not self.agent.name:
+            raise ValueError('mode "agent" needs [agent] name (hermes, mini-swe-agent, aider or a command line)')
+        return self
 
     def endpoint_for(self, role: str) -> Endpoint:
         name = getattr(self.roles, role)

@@ -70,6 +70,23 @@ class InfraFailure(TaskEnded):
     outcome = "infra_error"
 
 
+def opening(task: TaskSpec) -> str:
+    """The task as the first message of an attempt: its prompt, stub, entry file and module."""
+    stub = f"\n\nStarting point for {task.entry}:\n```python\n{task.stub}\n```" if task.stub else ""
+    return (
+        f"{task.prompt.strip()}{stub}\n\nTask id: {task.id}\n"
+        f"Write the solution to `{task.entry}` in the workspace; the tests import it as module `{task.module}`."
+    )
+
+
+def revision(verdict: Verdict, entry: str, ask: str = "") -> str:
+    """The message that starts a revision round: the real error tail of the tests."""
+    return (
+        f"The tests failed ({verdict.tests_passed}/{verdict.tests_total} passed, {verdict.error_kind}):\n"
+        f"{tail(verdict.error_tail)}\n\nThe tests are correct, fix the code in {entry}.{ask}"
+    )
+
+
 async def run_task(
     task: TaskSpec,
     *,
@@ -200,21 +217,12 @@ class _TaskLoop:
         return "fail", "", ""
 
     def _opening(self) -> str:
-        stub = f"\n\nStarting point for {self.task.entry}:\n```python\n{self.task.stub}\n```" if self.task.stub else ""
-        return (
-            f"{self.task.prompt.strip()}{stub}\n\nTask id: {self.task.id}\n"
-            f"Write the solution to `{self.task.entry}` in the workspace; the tests import it as module "
-            f"`{self.task.module}`."
-        )
+        return opening(self.task)
 
     def _revision(self) -> str:
-        verdict = self.verdict
-        assert verdict is not None
+        assert self.verdict is not None
         ask = " Delegate the fix to the coder." if self.mode == "delegate" else ""
-        return (
-            f"The tests failed ({verdict.tests_passed}/{verdict.tests_total} passed, {verdict.error_kind}):\n"
-            f"{tail(verdict.error_tail)}\n\nThe tests are correct, fix the code in {self.task.entry}.{ask}"
-        )
+        return revision(self.verdict, self.task.entry, ask)
 
     async def _judge(self) -> Verdict:
         source = self.entry.read_text(errors="replace")

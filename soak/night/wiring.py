@@ -178,6 +178,13 @@ async def session(
         samplers = default_samplers(supervisor.pids if supervisor else dict, sources)
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
+        if task_fn is None and config.mode == "agent":
+            from soak.agent.external import AgentNight
+
+            night = AgentNight(config, judge)
+            await night.start()
+            cleanup.push_async_callback(night.close)
+            task_fn = night
         if task_fn is None:
             agent = AgentTasks(config, info.routing, judge)
             cleanup.push_async_callback(agent.close)

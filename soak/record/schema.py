@@ -7,10 +7,12 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Outcome = Literal[
-    "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "infra_error", "harness_error", "cancelled"
+    "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "infra_error", "agent_error", "harness_error",
+    "cancelled",
 ]
 MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact")
-"""Outcomes that count against the model; infra_error counts against the stack."""
+"""Outcomes that count against the model; infra_error and agent_error (an external agent that crashed before it
+wrote anything) count against the stack."""
 
 Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
 """Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""
@@ -63,6 +65,12 @@ class TaskRow(Row):
     """Calls where reasoning ate the whole token budget."""
     orchestrator_model: str = ""
     coder_model: str = ""
+    agent: str = ""
+    """External agent (mode agent): name and version, e.g. `hermes-agent 0.19.0`; empty for soak's own loop."""
+    agent_calls: int = 0
+    """Calls the external agent made through the proxy."""
+    agent_exit: int | None = None
+    """Exit status of the agent's last run (negative: killed by that signal)."""
 
 
 class CallRow(Row):
@@ -76,7 +84,8 @@ class CallRow(Row):
     call_index: int
     """Position of the call within its task, counting retries."""
     attempt: int = 1
-    role: Literal["orchestrator", "coder", "probe"]
+    role: Literal["orchestrator", "coder", "agent", "probe"]
+    """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str
     model: str
     stream: bool

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -70,24 +71,31 @@ class Contained:
     over_quota: bool = False
     duration_s: float = 0.0
     output: str = ""
+    stopped: bool = False
+    """Ended early because the caller asked (an external agent whose budget the proxy saw spent)."""
 
 
 # --- isolation ---------------------------------------------------------------------------------------------------
 
 
-def wrap(kind: str, ws: Path, readonly: list[Path], cmd: list[str]) -> list[str]:
-    """The launcher command line of an isolation kind around the sandboxed command."""
+def wrap(
+    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (), network: bool = False
+) -> list[str]:
+    """The launcher command line of an isolation kind around the sandboxed command; `writable` paths besides the
+    workspace stay writable, and `network` keeps the host's network (an agent must reach soak's proxy on loopback)."""
     if kind == "bwrap":
         ro = [arg for path in readonly for arg in ("--ro-bind", str(path), str(path))]
-        return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *ro, "--proc", "/proc", "--dev", "/dev",
-                "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
+        rw = [arg for path in writable for arg in ("--bind", str(path), str(path))]
+        net = ["--share-net"] if network else []
+        return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *rw, *ro, "--proc", "/proc", "--dev",
+                "/dev", "--unshare-all", *net, "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
     # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
     # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
     # process group cannot reach `unshare` outside).
     shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
     if kind in ("unshare", "unshare-user"):
         user = ["--map-root-user"] if kind == "unshare-user" else []
-        ns = ["--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc"]
+        ns = ["--pid", "--fork", "--kill-child", *([] if network else ["--net"]), "--mount", "--mount-proc"]
         return ["unshare", *user, *ns, "--", "setsid", *shell]
     return shell
 
@@ -233,13 +241,18 @@ def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Proc
     psutil.wait_procs(procs, timeout=2)
 
 
-def launch(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str) -> Contained:
-    """Run the sandbox command, pump its output through a cap, enforce the wall clock and the workspace size."""
+def launch(
+    cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, *,
+    env: dict[str, str] | None = None, stop: threading.Event | None = None,
+) -> Contained:
+    """Run the sandbox command, pump its output through a cap, enforce the wall clock and the workspace size.
+
+    `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run early."""
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
     started = time.monotonic()
     proc = subprocess.Popen(
-        cmd, cwd=ws, env=scrubbed_env(ws, token), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=rlimit_setter(limits, cpu),
     )
     run, out = Contained(), CappedOutput(limits.output_bytes)
@@ -253,6 +266,9 @@ def launch(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, k
             now = time.monotonic()
             if now >= deadline:
                 run.timed_out = True
+                break
+            if stop is not None and stop.is_set():
+                run.stopped = True
                 break
             if now >= next_quota:
                 next_quota = now + 0.25
@@ -269,11 +285,11 @@ def launch(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, k
                 drain_until = now + 0.2
             if drain_until is not None and now >= drain_until:
                 break
-    if not (run.timed_out or run.over_quota):
+    if not (run.timed_out or run.over_quota or run.stopped):
         wait_exit(proc, deadline - time.monotonic())
         run.timed_out = not exited(proc)
     seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
-    if run.timed_out or run.over_quota:
+    if run.timed_out or run.over_quota or run.stopped:
         signal_all(seen, signal.SIGTERM)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)

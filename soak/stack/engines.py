@@ -62,8 +62,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SOAK_CACHE_DIR") or Path.home() / ".cache" / "soak")
 
 
-class EngineInstall:
-    """An engine's venv in the cache, and the stamp that only a finished setup writes."""
+class CachedVenv:
+    """A venv of its own in the cache (an engine or an external agent), and the stamp only a finished setup writes."""
 
     def __init__(self, root: Path):
         self.root, self.venv, self.stamp, self.log = root, root / "venv", root / "ready.json", root / "setup.log"
@@ -98,10 +98,10 @@ class EngineInstall:
             done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env())
         if done.returncode != 0:
             tail = " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise BadInput(f"engine setup failed while {what} (exit {done.returncode}; log {self.log}): {tail}")
+            raise BadInput(f"setup failed while {what} (exit {done.returncode}; log {self.log}): {tail}")
 
 
-class VllmInstall(EngineInstall):
+class VllmInstall(CachedVenv):
     """The vLLM venv and the converted model."""
 
     def __init__(self, cache: Path):
@@ -121,7 +121,7 @@ class VllmInstall(EngineInstall):
                 and (self.model / "config.json").exists())
 
 
-class LlamaServerInstall(EngineInstall):
+class LlamaServerInstall(CachedVenv):
     """llama.cpp's `llama-server`, built for this machine's CPU, in a venv of its own."""
 
     def __init__(self, cache: Path):
