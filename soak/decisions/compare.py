@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from soak.decisions.route import problem_table
 from soak.record.read import RunRecord, load_run, resolve_run_dir
+from soak.record.summary import problem_table
 
 
 @dataclass
@@ -29,7 +29,7 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
     return Side(
         run_id=run.run_id,
         passes=int(table["passes"].sum()),
-        attempts=int(table["attempts"].sum()),
+        attempts=int(table["model_attempts"].sum()),
         median_ttft_s=float(ok_calls["ttft_s"].median()) if ok_calls["ttft_s"].notna().any() else float("nan"),
         median_decode_tps=float(ok_calls["decode_tps"].median()) if ok_calls["decode_tps"].notna().any()
         else float("nan"),

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from soak.errors import BadInput
 from soak.files import load_model
 from soak.record.schema import MODEL_OUTCOMES
+from soak.record.summary import problem_table, with_calls
 
 Action = Literal["escalate", "skip", "cap", "extend"]
 
@@ -56,40 +57,22 @@ class RouteRules(BaseModel):
     extend_factor: float = 1.5
 
 
-def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem: attempts, passes, pass rate, median calls and time, dominant outcome."""
-    judged = tasks[tasks["outcome"].isin(MODEL_OUTCOMES)].copy()
-    judged["calls"] = judged["orchestrator_calls"] + judged["coder_calls"]
-    judged["passed"] = judged["outcome"] == "pass"
-    grouped = judged.groupby("task_id")
-    table = pd.DataFrame({
-        "attempts": grouped.size(),
-        "passes": grouped["passed"].sum(),
-        "median_calls": grouped["calls"].median(),
-        "median_seconds": grouped["duration_s"].median(),
-        "dominant_outcome": grouped["outcome"].agg(lambda s: s.value_counts().idxmax()),
-        "median_pass_seconds": judged[judged["passed"]].groupby("task_id")["duration_s"].median(),
-    })
-    table["pass_rate"] = table["passes"] / table["attempts"]
-    return table.sort_values(["pass_rate", "attempts"], ascending=[True, False])
-
-
 def typical_calls(tasks: pd.DataFrame) -> float:
     """What a task usually costs: the median calls of passing attempts (of all judged ones if none passed)."""
-    judged = tasks[tasks["outcome"].isin(MODEL_OUTCOMES)]
+    judged = with_calls(tasks[tasks["outcome"].isin(MODEL_OUTCOMES)])
     passed = judged[judged["outcome"] == "pass"]
     sample = passed if len(passed) else judged
-    return float((sample["orchestrator_calls"] + sample["coder_calls"]).median()) if len(sample) else 0.0
+    return float(sample["calls"].median()) if len(sample) else 0.0
 
 
 def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict[str, tuple[Route, str]]:
     """Apply the rules; each route comes with the sentence that explains it."""
     routes: dict[str, tuple[Route, str]] = {}
     for task_id, row in table.iterrows():
-        if row.attempts < rules.min_attempts:
+        if row.model_attempts < rules.min_attempts:
             continue
-        facts = f"{int(row.passes)}/{int(row.attempts)} passed, median {row.median_calls:g} calls"
-        facts += f" and {row.median_seconds:.0f} s, mostly {row.dominant_outcome}"
+        facts = f"{int(row.passes)}/{int(row.model_attempts)} passed, median {row.median_calls:g} calls"
+        facts += f" and {row.median_s:.0f} s, mostly {row.dominant_outcome}"
         looping = typical_calls > 0 and row.median_calls > rules.over_factor * typical_calls
         if row.pass_rate <= rules.max_pass_rate:
             if looping:
@@ -101,9 +84,9 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
                 routes[task_id] = (Route(action="escalate", endpoint=rules.stronger), why)
             else:
                 routes[task_id] = (Route(action="skip"), f"{facts}; no stronger endpoint given (--stronger): skipped")
-        elif row.median_pass_seconds >= rules.late_fraction * rules.budget_seconds:
+        elif row.median_pass_s >= rules.late_fraction * rules.budget_seconds:
             budget = round(rules.budget_seconds * rules.extend_factor)
-            why = f"{facts}; passing attempts take {row.median_pass_seconds:.0f} s of {rules.budget_seconds:.0f} s"
+            why = f"{facts}; passing attempts take {row.median_pass_s:.0f} s of {rules.budget_seconds:.0f} s"
             routes[task_id] = (Route(action="extend", budget_seconds=budget), why)
     return routes
 
@@ -147,5 +130,6 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     if "budget_seconds" not in rules.model_fields_set and budgets[0]:
         rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
     table = problem_table(tasks)
+    table = table[table["model_attempts"] > 0]  # infra errors count against the stack, not the problem
     routes = decide(table, rules, typical_calls(tasks))
     return render_routing(routes, rules, [run.run_id for run in runs]), table, routes

@@ -1,16 +1,18 @@
 """Aggregations of tasks, calls and events: DataFrame in, DataFrame (or a few headline numbers) out."""
 
 import math
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from soak.record.read import RunRecord
-from soak.record.schema import MODEL_OUTCOMES, Outcome
+from soak.record.schema import MODEL_OUTCOMES
+from soak.record.summary import OUTCOMES, problem_table, with_calls
 from soak.report import series
 
-OUTCOMES = list(get_args(Outcome))
+PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",
+                "outcomes", "last_error_kind", "route"]
 TOOL_VERDICTS_OK = ("ok", "none")
 MEMORY_VERDICT_HOURS = 0.5
 """Below this the host's own noise (other processes, page cache) outweighs any trend of the stack."""
@@ -60,10 +62,6 @@ def active_hours(run: RunRecord, start: float, end: float) -> float:
     return (sum(spans) if spans else end - start) / 3600
 
 
-def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
-    return tasks.assign(calls=tasks["orchestrator_calls"] + tasks["coder_calls"])
-
-
 def outcome_counts(tasks: pd.DataFrame) -> pd.DataFrame:
     """Tasks per outcome in schema order, with their share."""
     counts = tasks["outcome"].value_counts()
@@ -111,33 +109,8 @@ def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, f
 
 
 def per_problem(tasks: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem, highest failure rate first: what routing reads."""
-    columns = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls",
-               "median_s", "outcomes", "last_error_kind", "route"]
-    if tasks.empty:
-        return pd.DataFrame(columns=columns)
-    frame = with_calls(tasks).sort_values("ended_at", kind="stable").assign(
-        passed=lambda f: f["outcome"] == "pass", model=lambda f: f["outcome"].isin(MODEL_OUTCOMES),
-        infra=lambda f: f["outcome"] == "infra_error",
-    )
-    grouped = frame.groupby("task_id")
-    out = pd.DataFrame({
-        "suite": grouped["suite"].last(), "attempts": grouped.size(), "passes": grouped["passed"].sum(),
-        "model_attempts": grouped["model"].sum(), "infra_errors": grouped["infra"].sum(),
-        "median_calls": grouped["calls"].median(), "median_s": grouped["duration_s"].median(),
-    })
-    out["failure_rate"] = (1 - out["passes"] / out["model_attempts"].where(out["model_attempts"] > 0))
-    counts = frame.groupby(["task_id", "outcome"]).size().unstack(fill_value=0)
-    order = [o for o in OUTCOMES if o in counts.columns]
-    out["outcomes"] = counts[order].apply(lambda r: " · ".join(f"{o} {n}" for o, n in r.items() if n), axis=1)
-    errors = frame[frame["error_kind"] != ""]
-    out["last_error_kind"] = errors.groupby("task_id")["error_kind"].last()
-    routed = frame[frame["route"] != ""]
-    out["route"] = routed.groupby("task_id")["route"].last()
-    out = out.fillna({"last_error_kind": "", "route": ""}).reset_index()
-    out = out.sort_values(["failure_rate", "attempts", "task_id"], ascending=[False, False, True],
-                          na_position="last", ignore_index=True)
-    return out[columns]
+    """The report's view of soak.record.summary.problem_table (what routing reads): task_id as a column."""
+    return problem_table(tasks).reset_index()[PROBLEM_VIEW]
 
 
 def call_status(calls: pd.DataFrame) -> pd.DataFrame:

@@ -6,6 +6,7 @@ import pandas as pd
 
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
+from soak.record.summary import problem_table
 from soak.report import aggregate as agg
 from soak.report import charts, series
 from soak.report.transcripts import broken_tool_calls
@@ -145,8 +146,7 @@ def comparison_view(runs: list[RunRecord], views: list[dict[str, Any]]) -> dict[
               for i, v in enumerate(views)]
     rates = {}
     for label, run in zip(labels, runs, strict=True):
-        table = agg.per_problem(run.tasks).set_index("task_id")
-        rates[label] = 1 - table["failure_rate"]
+        rates[label] = problem_table(run.tasks)["pass_rate"]
     pivot = pd.DataFrame(rates)
     if not pivot.empty:
         pivot = pivot.assign(spread=pivot.max(axis=1) - pivot.min(axis=1)).sort_values(
