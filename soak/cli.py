@@ -109,11 +109,12 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
           over_factor: float) -> None:
     """Turn per-problem failure data of RUNS (ids or folders) into a routing file for `soak run --routing`."""
     from soak.decisions.route import RouteRules, route_runs
+    from soak.files import write_atomic
 
     rules = RouteRules(stronger=stronger, min_attempts=min_attempts, max_pass_rate=max_pass_rate,
                        over_factor=over_factor)
     text, table, routes = route_runs(list(runs), rules)
-    output.write_text(text)
+    write_atomic(output, text)
     click.echo(f"{len(table)} problems, {len(routes)} routed -> {output}")
     for task_id, (entry, why) in routes.items():
         click.echo(f"  {entry.label():<16} {task_id}: {why}")
@@ -232,7 +233,9 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
 @click.option("--concurrency", type=int, help="Tasks in flight at once. Default: the config's (2).")
 @click.option("--seed", type=int, help="Seed of each cycle's shuffled order. Default: the config's (0).")
 @click.option("--run-id", help="Name of the run folder. Default: date-time plus a random suffix.")
-@click.option("--mode", type=click.Choice(["delegate", "direct"]), help="Default: the config's (delegate).")
+@click.option("--mode", type=click.Choice(["delegate", "direct", "agent"]), help="Default: the config's (delegate).")
+@click.option("--agent", "agent_name", metavar="NAME_OR_COMMAND",
+              help="Soak an external agent (hermes, mini-swe-agent, aider, or a command line) instead of soak's loop.")
 @click.option("--base-url", help="Quick set-up: this OpenAI-compatible endpoint serves both roles.")
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--routing", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -245,8 +248,8 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
 @click.option("--detached", is_flag=True, hidden=True)
 def run(config_path: Path | None, hours: float | None, minutes: float | None, max_tasks: int | None,
         suite: str | None, concurrency: int | None, seed: int | None, run_id: str | None, mode: str | None,
-        base_url: str | None, model: str | None, routing: Path | None, metrics_port: int | None, quiet: bool,
-        resume: str | None, detach: bool, detached: bool) -> None:
+        agent_name: str | None, base_url: str | None, model: str | None, routing: Path | None,
+        metrics_port: int | None, quiet: bool, resume: str | None, detach: bool, detached: bool) -> None:
     """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
 
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
@@ -256,7 +259,7 @@ def run(config_path: Path | None, hours: float | None, minutes: float | None, ma
 
     options = RunOptions(
         config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
-        seed=seed, run_id=run_id, mode=mode, base_url=base_url, model=model, routing=routing,
+        seed=seed, run_id=run_id, mode=mode, agent=agent_name, base_url=base_url, model=model, routing=routing,
         metrics_port=metrics_port, quiet=quiet, resume=resume, detach=detach, detached=detached,
     )
     sys.exit(run_command(options))

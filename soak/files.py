@@ -3,6 +3,7 @@ pydantic model with one clear `BadInput` line for whatever is wrong with it."""
 
 import json
 import os
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -16,12 +17,21 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of either (temp file, fsync, os.replace)."""
+    """Readers see the old file or the new one, never half of either (temp file, fsync, os.replace).
+
+    The one way soak writes an output file (run.json, the pid file, reports, summary.json, routing.toml, gate
+    results). The file keeps the mode of the one it replaces, else gets 0o644 (a temp file is created 0o600)."""
+    path = Path(path)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o644
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
+            os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:

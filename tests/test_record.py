@@ -158,6 +158,7 @@ def test_task_rows_are_fsynced_calls_only_written(tmp_path, monkeypatch):
 def test_run_json_is_replaced_atomically(tmp_path, monkeypatch):
     path = tmp_path / "run.json"
     write_atomic(path, json.dumps({"v": 1}))
+    assert path.stat().st_mode & 0o777 == 0o644  # not the temp file's 0o600
     monkeypatch.setattr(record.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError):
         write_atomic(path, json.dumps({"v": 2}))

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from soak.config import Gates
 from soak.errors import BadInput
+from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
 from soak.record.schema import HIT_COUNTERS
 from soak.stack.telemetry import fetch_server_metrics
@@ -298,6 +299,6 @@ def run_gate_command(
         print(result.line())
     if output:
         payload = [{**r.model_dump(), "passed": r.passed} for r in results]
-        output.write_text(json.dumps({"endpoint": endpoint.base_url, "model": endpoint.model, "gates": payload},
-                                     indent=2))
+        write_atomic(output, json.dumps({"endpoint": endpoint.base_url, "model": endpoint.model, "gates": payload},
+                                        indent=2))
     return all(r.passed for r in results)
