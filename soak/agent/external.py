@@ -166,11 +166,13 @@ class AgentAttempt:
             raise
         finally:
             self._keep(home)
+        (self.workdir / f"round-{self.round}" / "agent" / "output.txt").write_text(run.output)
         return run
 
     def _keep(self, home: Path) -> None:
         """Copy the agent's own transcript files out of its HOME, then delete the HOME."""
         keep = self.workdir / f"round-{self.round}" / "agent"
+        keep.mkdir(parents=True, exist_ok=True)
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
                 target = keep / Path(found).relative_to(home)

@@ -46,6 +46,8 @@ class RunOptions(BaseModel):
     seed: int | None = None
     run_id: str | None = None
     mode: str | None = None
+    agent: str | None = None
+    """`--agent NAME_OR_COMMAND`: mode "agent" with this agent."""
     base_url: str | None = None
     model: str | None = None
     routing: Path | None = None
@@ -77,12 +79,18 @@ def resolve_config(opts: RunOptions) -> SoakConfig:
     config = with_cli_endpoint(load_config(opts.config_path), opts.base_url, opts.model)
     overrides = {k: v for k, v in {"suite": opts.suite, "concurrency": opts.concurrency, "seed": opts.seed,
                                    "mode": opts.mode}.items() if v is not None}
+    if opts.agent:
+        overrides |= {"mode": "agent", "agent": {**config.agent.model_dump(), "name": opts.agent}}
     try:
         config = SoakConfig.model_validate({**config.model_dump(), **overrides})
     except ValidationError as error:
         raise BadInput(describe_validation_error("flags", error)) from None
     if config.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
+    if config.mode == "agent":
+        from soak.agent.external import ExternalAgent
+
+        ExternalAgent(config)  # an unknown or uninstalled agent is bad input before any folder exists
     return config
 
 
