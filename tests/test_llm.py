@@ -308,3 +308,25 @@ def test_seeded_calls_repeat_per_task_cycle_and_call():
     plain, seen_plain = endpoint_with([reply])
     run(plain.chat([{"role": "user", "content": "x"}]))
     assert "seed" not in seen_plain[0]
+
+
+@pytest.mark.parametrize("arguments", ['{"path": "solution.py", "content": "x = 1"}', '{"path": "../up.py"', "{}"])
+def test_scripted_model_rows_are_the_real_clients_rows(arguments: str):
+    """The same reply, served over HTTP and by the scripted model, makes the same calls.csv row (timing aside)."""
+    from soak.llm.scripted import Say, ScriptedModel
+
+    usage = {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
+    ep, _ = endpoint_with([sse(chunk({"content": "ok", "tool_calls": [
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]},
+        finish="tool_calls"), chunk(usage=usage))], stale=5.0)
+    scripted = ScriptedModel([Say("ok", calls=[("write_file", arguments)], prompt_tokens=40, completion_tokens=5)],
+                             name="test", model="m")
+    context = CallContext(run_id="r", task_id="t", cycle=1, call_index=3)
+    messages = [{"role": "user", "content": "x"}]
+    real = run(ep.chat(messages, TOOLS, max_tokens=64, context=context))
+    fake = run(scripted.chat(messages, TOOLS, max_tokens=64, context=context))
+    timing = {"started_at", "first_byte_s", "ttft_s", "last_token_s", "duration_s", "decode_tps"}
+    assert real.rows[0].model_dump(exclude=timing) == fake.rows[0].model_dump(exclude=timing)
+    assert (real.integrity, real.content, real.message()["tool_calls"][0]["function"]) == (
+        fake.integrity, fake.content, fake.message()["tool_calls"][0]["function"])
+    assert scripted.asked[0].max_tokens == 64 and scripted.asked[0].messages == messages
