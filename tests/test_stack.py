@@ -110,6 +110,7 @@ def test_gpu_fraction_warning():
     assert gpu_fraction_warning(servers[:1]) == ""
 
 
+@pytest.mark.slow
 def test_busy_server_is_left_alone_until_silent_past_the_hung_limit(tmp_path):
     """A stopped process still accepts connections but never answers: busy first, hung later."""
 
