@@ -143,18 +143,33 @@ def test_harness_tree_leaves_out_servers_and_cpu_spans_the_interval():
 
     from soak.stack.telemetry import ProcessTrees, sample_processes
 
-    server = subprocess.Popen([sys.executable, "-c", "x = bytearray(300_000_000); import time; time.sleep(60)"])
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # e.g. a sandboxed test run
+    # Each child says when it is ready; the busy one (e.g. a sandboxed test run) burns 0.5 s of its own CPU time
+    # when told to, then waits: the harness's CPU over the interval must hold those 0.5 s, however loaded the host.
+    server = subprocess.Popen([sys.executable, "-c", "import sys; x = bytearray(300_000_000); print('ready', "
+                               "flush=True); sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    busy = subprocess.Popen([sys.executable, "-c", "import sys, time\nprint('ready', flush=True)\n"
+                             "sys.stdin.readline()\nstart = time.process_time()\n"
+                             "while time.process_time() - start < 0.5: pass\n"
+                             "print('burned', flush=True)\nsys.stdin.readline()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)
+        assert server.stdout.readline() == b"ready\n" and busy.stdout.readline() == "ready\n"
         trees = ProcessTrees()
+        started = time.monotonic()
         sample_processes(trees, lambda: {"vllm": server.pid})
-        time.sleep(1.0)
+        busy.stdin.write("go\n")
+        busy.stdin.flush()
+        assert busy.stdout.readline() == "burned\n"
         readings = {(source, metric): value for source, metric, value, _ in
                     sample_processes(trees, lambda: {"vllm": server.pid})}
+        interval = time.monotonic() - started
     finally:
         server.kill()
         busy.kill()
+        server.wait()
+        busy.wait()
     assert readings[("server:vllm", "rss_bytes")] > 250e6
     assert readings[("harness", "rss_bytes")] < readings[("server:vllm", "rss_bytes")]
-    assert readings[("harness", "cpu_percent")] > 40  # the busy child, measured over the last second
+    # psutil's percent is CPU seconds over its own interval, which lies inside `interval`: the busy child's 0.5 s
+    # count only if the harness tree holds it and the same handle spans both samples (a fresh one reads 0).
+    assert readings[("harness", "cpu_percent")] / 100 * interval >= 0.45

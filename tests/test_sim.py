@@ -359,13 +359,17 @@ def test_llama_cpp_python_flavour(serve, tasks) -> None:
     whole = client(sim).chat.completions.create(model="m", messages=TASK, tools=CODER_TOOLS, tool_choice="auto")
     assert whole.choices[0].message.tool_calls and whole.usage.prompt_tokens > 0
     assert whole.usage.prompt_tokens_details is None
-    # One request at a time; /v1/models waits behind the running one.
+    # One request at a time; /v1/models waits behind the running one: it answers only once the chat has finished.
+    finished = len(sim.stats.records)
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(coder_stream, sim)
-        time.sleep(0.2)
-        started = time.monotonic()
+        for _ in range(1000):  # until the chat holds the model (it then waits out its 0.6 s to the first token)
+            if sim.recorder.running:
+                break
+            time.sleep(0.005)
+        assert sim.recorder.running == 1 and len(sim.stats.records) == finished
         httpx2.get(f"{sim.base_url}/models", timeout=5).raise_for_status()
-        assert time.monotonic() - started > 0.2
+        assert len(sim.stats.records) == finished + 1, "/v1/models answered while the chat was running"
         running.result()
 
 
