@@ -191,7 +191,8 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
 @click.option("--base-url", help="Probe this endpoint instead of the config's.")
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--tries", default=3, show_default=True, help="Tool-call round trips per mode (streamed and not).")
-def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON instead of tables.")
+def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int, as_json: bool) -> None:
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
     /metrics, prefix caching, context length; each problem with the fix. Exit 1 when the night would be wasted."""
     from soak.config import load_config, with_cli_endpoint
@@ -200,7 +201,7 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
     config = with_cli_endpoint(load_config(config_path), base_url, model)
     if not config.endpoints:
         raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
-    sys.exit(0 if run_doctor(config, tries) else 1)
+    sys.exit(0 if run_doctor(config, tries, as_json) else 1)
 
 
 # --- try ---------------------------------------------------------------------------------------

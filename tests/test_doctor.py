@@ -1,4 +1,5 @@
 import asyncio
+import json
 
 from click.testing import CliRunner
 
@@ -15,8 +16,8 @@ def findings_of(url: str) -> dict[str, tuple[str, bool, str, bool]]:
     return {f.check: (f.result, f.ok, f.advice, f.critical) for f in findings}
 
 
-def doctor_cli(url: str):
-    return CliRunner().invoke(main, ["doctor", "--base-url", url, "--model", "soak-sim", "--tries", "2"])
+def doctor_cli(url: str, *more: str):
+    return CliRunner().invoke(main, ["doctor", "--base-url", url, "--model", "soak-sim", "--tries", "2", *more])
 
 
 def test_healthy_endpoint_passes(fast_sim):
@@ -35,6 +36,21 @@ def test_tool_calls_mangled_only_when_streaming(fast_sim):
     assert "stream {'as_text': 2}" in result and not ok and critical
     assert advice == "tool calls come back mangled when streaming: set stream = false for role orchestrator/coder"
     assert doctor_cli(url).exit_code == 1
+
+
+def test_json_holds_every_finding_and_the_verdict(fast_sim):
+    _, url = fast_sim(faults=[Fault(kind="stream_mangle", rate=1.0, roles=["coder"])])
+    result = doctor_cli(url, "--json")
+    report = json.loads(result.output)
+    assert result.exit_code == 1 and report["ok"] is False
+    (endpoint,) = report["endpoints"]
+    assert (endpoint["base_url"], endpoint["roles"]) == (url, ["orchestrator", "coder"])
+    found = {f["check"]: f for f in endpoint["findings"]}
+    assert list(found) == list(findings_of(url))
+    assert found["tool calls"]["critical"] and not found["tool calls"]["ok"]
+    assert found["tool calls"]["result"].startswith("stream {'as_text': 2}")
+    assert found["reachable"] == {"check": "reachable", "result": "yes, 1 model(s)", "ok": True, "advice": "",
+                                  "critical": False}
 
 
 def test_missing_usage_reasoning_budget_and_no_cache_get_advice(fast_sim):

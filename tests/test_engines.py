@@ -100,17 +100,9 @@ def stop_group(process: subprocess.Popen) -> None:
 
 
 def doctor_rows(output: str) -> dict[str, tuple[str, str]]:
-    """`soak doctor`'s table -> check: (result, advice), wrapped cells joined."""
-    found: dict[str, list[str]] = {}
-    last = ""
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if len(cells) != 3:
-            continue
-        last = cells[0] or last
-        entry = found.setdefault(last, ["", ""])
-        entry[0], entry[1] = f"{entry[0]} {cells[1]}".strip(), f"{entry[1]} {cells[2]}".strip()
-    return {check: (result, advice) for check, (result, advice) in found.items()}
+    """`soak doctor --json` of one endpoint -> check: (result, advice)."""
+    (endpoint,) = json.loads(output)["endpoints"]
+    return {f["check"]: (f["result"], f["advice"]) for f in endpoint["findings"]}
 
 
 def run_folder(tmp: Path, run_id: str) -> Path:
@@ -218,7 +210,7 @@ def vllm(tmp_path_factory):
 class TestVllm:
     def test_doctor_reports_what_the_real_server_supports(self, vllm, tmp_path):
         result = soak("doctor", "--base-url", f"http://127.0.0.1:{vllm}/v1", "--model", EMBEDDED_MODEL,
-                      "--tries", "2", cwd=tmp_path)
+                      "--tries", "2", "--json", cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
         found = doctor_rows(result.stdout)
         assert found["reachable"][0] == "yes, 1 model(s)"
@@ -298,7 +290,7 @@ def llama_server(tmp_path_factory):
 class TestLlamaServer:
     def test_doctor_reports_what_the_real_server_supports(self, llama_server, tmp_path):
         result = soak("doctor", "--base-url", f"http://127.0.0.1:{llama_server}/v1", "--model", EMBEDDED_MODEL,
-                      "--tries", "2", cwd=tmp_path)
+                      "--tries", "2", "--json", cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
         found = doctor_rows(result.stdout)
         assert found["reachable"][0] == "yes, 1 model(s)" and found["model served"][0] == EMBEDDED_MODEL

@@ -1,8 +1,10 @@
 """`soak doctor`: probe every configured endpoint before a night and say what to fix."""
 
 import asyncio
+import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import httpx2
 import openai
@@ -173,24 +175,43 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
 
 
 async def diagnose_all(config: SoakConfig, tries: int) -> dict[str, list[Finding]]:
+    """Endpoint name -> its findings, for every endpoint (those no role uses too)."""
     return {
-        f"{name} ({'/'.join(roles) or 'unused'}) {config.endpoints[name].base_url}":
-            await diagnose(name, config.endpoints[name], roles, config, tries)
+        name: await diagnose(name, config.endpoints[name], roles, config, tries)
         for name, roles in roles_of(config).items() if name in config.endpoints
     }
 
 
-def run_doctor(config: SoakConfig, tries: int) -> bool:
-    """Print a table per endpoint; False when something would waste the night."""
+def doctor_json(config: SoakConfig, results: dict[str, list[Finding]]) -> dict[str, Any]:
+    """The findings as `soak doctor --json` prints them: `ok` (False when doctor exits 1) and, per endpoint, its
+    name, base_url, roles and findings (check, result, ok, advice, critical), in the table's order."""
+    roles = roles_of(config)
+    return {
+        "ok": not any(f.critical for findings in results.values() for f in findings),
+        "endpoints": [
+            {"name": name, "base_url": config.endpoints[name].base_url, "roles": roles[name],
+             "findings": [asdict(f) for f in findings]}
+            for name, findings in results.items()
+        ],
+    }
+
+
+def run_doctor(config: SoakConfig, tries: int, as_json: bool = False) -> bool:
+    """Print a table per endpoint (or the findings as JSON); False when something would waste the night."""
     from rich.console import Console
     from rich.table import Table
 
     results = asyncio.run(diagnose_all(config, tries))
+    report = doctor_json(config, results)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return report["ok"]
     console = Console()
-    for title, findings in results.items():
+    for endpoint in report["endpoints"]:
+        title = f"{endpoint['name']} ({'/'.join(endpoint['roles']) or 'unused'}) {endpoint['base_url']}"
         table = Table("check", "result", "advice", title=title, title_justify="left")
-        for f in findings:
+        for f in results[endpoint["name"]]:
             style = "" if f.ok else ("bold red" if f.critical else "yellow")
             table.add_row(f.check, f.result, f.advice, style=style)
         console.print(table)
-    return not any(f.critical for findings in results.values() for f in findings)
+    return report["ok"]
