@@ -1,3 +1,4 @@
 """One night: the loop (deadline, cycles, lanes, error budget, signals), its wiring to the stack, telemetry and
-exporter, progress, and the run's lifecycle (new, resume, detach, status, stop, list). Imports every lower
-stage (agent, sandbox, stack, llm, tasks, record, config); nothing imports it but the CLI."""
+exporter, progress, the run's plan (flags + soak.toml + routing + embedded default -> config, tasks, run.json) and
+its lifecycle (new, resume, detach, status, stop, list). Imports every lower stage (agent, sandbox, stack, llm,
+tasks, record, config); nothing imports it but the CLI."""

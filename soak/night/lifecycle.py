@@ -1,201 +1,55 @@
-"""Runs as folders and processes: a new or resumed run from the flags, detaching, stopping, status and listing."""
+"""A run as a folder and a process: create or resume it from its plan (soak.night.plan), detach it, stop it, find
+it, list the runs and show a run's status."""
 
 import os
-import platform
-import re
-import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
-from importlib import metadata
-from pathlib import Path
-from typing import Any
 
 import psutil
-from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from soak.config import SoakConfig, load_config, redact, with_cli_endpoint
+from soak.config import SoakConfig
 from soak.errors import BadInput
-from soak.files import describe_validation_error
 from soak.night.loop import TaskFn
+from soak.night.plan import RUN_ID, RunOptions, plan_new_run, plan_resume, refuse_resume_flags
 from soak.night.progress import RunStats, runs_table, status_view
 from soak.night.wiring import read_pid, run_night
 from soak.paths import data_dir
 from soak.record.folder import RunFolder
-from soak.record.read import read_rows, resolve_run_dir, run_folders
-from soak.record.schema import RunInfo, RunLimits, TaskRow
+from soak.record.read import resolve_run_dir, run_folders
+from soak.record.schema import RunInfo
 from soak.tasks.spec import TaskSpec
-from soak.tasks.suites import load_suites
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 LOG_FILE = "runner.log"
-
-
-class RunOptions(BaseModel):
-    """`soak run` flags; None means "not given" (soak.toml or the run's own config decides)."""
-
-    config_path: Path | None = None
-    hours: float | None = None
-    minutes: float | None = None
-    tasks: int | None = None
-    suite: str | None = None
-    concurrency: int | None = None
-    seed: int | None = None
-    run_id: str | None = None
-    mode: str | None = None
-    agent: str | None = None
-    """`--agent NAME_OR_COMMAND`: mode "agent" with this agent."""
-    base_url: str | None = None
-    model: str | None = None
-    routing: Path | None = None
-    metrics_port: int | None = None
-    quiet: bool = False
-    resume: str | None = None
-    detach: bool = False
-    detached: bool = False
-    """Set in the child a detached run starts."""
-
-    def limits(self) -> RunLimits | None:
-        given = [x for x in (self.hours, self.minutes, self.tasks) if x is not None]
-        if len(given) > 1:
-            raise BadInput("give one of --hours, --minutes and --tasks")
-        if any(x <= 0 for x in given):
-            raise BadInput("--hours, --minutes and --tasks must be positive")
-        if self.tasks is not None:
-            return RunLimits(max_tasks=self.tasks)
-        if given:
-            return RunLimits(duration_seconds=self.hours * 3600 if self.hours is not None else self.minutes * 60)
-        return None
 
 
 # --- a new run, a resumed run ----------------------------------------------------------------------
 
 
-def resolve_config(opts: RunOptions) -> SoakConfig:
-    """soak.toml, then the flags on top."""
-    config = with_cli_endpoint(load_config(opts.config_path), opts.base_url, opts.model)
-    overrides = {k: v for k, v in {"suite": opts.suite, "concurrency": opts.concurrency, "seed": opts.seed,
-                                   "mode": opts.mode}.items() if v is not None}
-    if opts.agent:
-        overrides |= {"mode": "agent", "agent": {**config.agent.model_dump(), "name": opts.agent}}
-    try:
-        config = SoakConfig.model_validate({**config.model_dump(), **overrides})
-    except ValidationError as error:
-        raise BadInput(describe_validation_error("flags", error)) from None
-    if config.concurrency < 1:
-        raise BadInput("--concurrency must be at least 1")
-    if config.mode == "agent":
-        from soak.agent.external import ExternalAgent
-
-        ExternalAgent(config)  # an unknown or uninstalled agent is bad input before any folder exists
-    return config
-
-
-def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, dict[str, Any]]:
-    """No endpoint configured: the embedded llama.cpp server with the bundled model serves both roles."""
-    from soak.stack.servers import embedded_default
-
-    server, endpoint, stack_info = embedded_default()
-    stack = config.stack.model_copy(update={"servers": [server, *config.stack.servers]})
-    update = {"endpoints": {"embedded": endpoint}, "roles": {"orchestrator": "embedded", "coder": "embedded"},
-              "stack": stack}
-    return SoakConfig.model_validate({**config.model_dump(), **update}), {**stack_info, "embedded": True}
-
-
-def load_routing_dict(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    from soak.decisions.route import load_routing
-
-    return load_routing(path).model_dump(exclude_none=True)
-
-
-def select_tasks(config: SoakConfig, routing: dict[str, Any]) -> list[TaskSpec]:
-    """The suite minus the tasks the routing file skips; every escalation must name a defined endpoint."""
-    routes = routing.get("tasks", {})
-    for task_id, route in routes.items():
-        if route.get("action") == "escalate" and route.get("endpoint") not in config.endpoints:
-            raise BadInput(f"routing: {task_id} escalates to endpoint '{route.get('endpoint')}', not in the config")
-    tasks = [t for t in load_suites(config.suite) if routes.get(t.id, {}).get("action") != "skip"]
-    if not tasks:
-        raise BadInput(f"the routing file skips every task of suite {config.suite}")
-    return tasks
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in ("soak", "openai", "pydantic", "httpx2", "rich"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
-def host() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "memory_bytes": psutil.virtual_memory().total}
-
-
 def new_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[TaskSpec]]:
-    """Resolve everything that can be wrong before anything is written, then create the run folder."""
-    limits = opts.limits() or RunLimits(max_cycles=1)
-    config = resolve_config(opts)
-    stack_info: dict[str, Any] = {}
-    if not config.endpoints:
-        config, stack_info = embed_default_stack(config)
-    for role in ("coder",) if config.mode == "direct" else ("orchestrator", "coder"):
-        config.endpoint_for(role)
-    run_id = opts.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    if not RUN_ID.match(run_id):
-        raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
+    """Plan the run (everything that can be wrong is found before anything is written), then create its folder."""
+    info, config, tasks = plan_new_run(opts)
+    run_id = info.run_id
     folder = RunFolder(data_dir() / run_id)
     if folder.path.exists():
         raise BadInput(f"run {run_id} already exists in {folder.path.parent}; continue it with --resume {run_id}")
-    routing = load_routing_dict(opts.routing)
-    tasks = select_tasks(config, routing)
-    info = RunInfo(
-        run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
-        limits=limits, routing=routing, stack=stack_info, versions=versions(),
-        host=host(),
-    )
     folder.path.mkdir(parents=True)
     folder.write_info(info)
     return folder, info, config, tasks
 
 
-RESUME_FLAGS = ("config_path", "suite", "concurrency", "seed", "run_id", "mode", "base_url", "model", "routing")
-
-
 def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[TaskSpec]]:
     """The run's own config; new limits (--hours/--minutes/--tasks) count from now."""
-    given = [f"--{name.replace('_', '-')}" for name in RESUME_FLAGS if getattr(opts, name) is not None]
-    if given:
-        raise BadInput(f"--resume continues a run with its own config; drop {', '.join(given)}")
+    refuse_resume_flags(opts)
     folder = find_run(opts.resume)
-    info = folder.read_info()
-    if run_state(folder, info) == "running":
-        raise BadInput(f"run {info.run_id} is running (pid {read_pid(folder)}); stop it first: soak stop {info.run_id}")
-    try:
-        config = SoakConfig.model_validate(info.config)
-    except ValidationError as error:
-        raise BadInput(describe_validation_error(str(folder.info_path), error)) from None
-    if info.stack.get("embedded"):
-        # The embedded server takes a fresh free port each session: the recorded one may be taken by now.
-        others = [s for s in config.stack.servers if s.name != "embedded"]
-        bare = config.model_copy(update={"endpoints": {}, "stack": config.stack.model_copy(update={"servers": others})})
-        config, _ = embed_default_stack(bare)
-    limits = opts.limits()
-    tasks = select_tasks(config, info.routing)
-    if limits is not None:
-        done = sum(row.outcome != "cancelled" for row in read_rows(folder.path / "tasks.csv", TaskRow))
-        info.limits = RunLimits(
-            duration_seconds=None if limits.duration_seconds is None else info.active_seconds + limits.duration_seconds,
-            max_tasks=None if limits.max_tasks is None else done + limits.max_tasks,
-        )
+    recorded = folder.read_info()
+    if run_state(folder, recorded) == "running":
+        raise BadInput(f"run {recorded.run_id} is running (pid {read_pid(folder)}); "
+                       f"stop it first: soak stop {recorded.run_id}")
+    info, config, tasks = plan_resume(opts, recorded, folder.path)
+    if info != recorded:
         folder.write_info(info)
     return folder, info, config, tasks
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from soak.agent.loop import Mode, run_task
 from soak.config import load_config, with_cli_endpoint
 from soak.llm.client import chat_endpoints
-from soak.night.lifecycle import embed_default_stack
+from soak.night.plan import embed_default_stack
 from soak.paths import data_dir
 from soak.record.schema import CallRow, TaskRow
 from soak.stack.servers import StackSupervisor
