@@ -31,7 +31,8 @@ class RequestRecord(BaseModel):
     """Arrival number, 1-based (continues across restarts when a state file is used)."""
     role: str
     kind: str
-    """delegate | write | fenced | done | chat | budget | error (HTTP error) | crash | invalid (HTTP 400)."""
+    """delegate | write | fenced | done | submit (an agent's end-of-task call) | chat | budget | error (HTTP error) |
+    crash | invalid (HTTP 400)."""
     task_id: str = ""
     correct: bool | None = None
     stream: bool = False

@@ -1,5 +1,9 @@
 """`soak sim`: a fault-injecting OpenAI-compatible server (vLLM, llama-server or llama-cpp-python flavour).
 
+Its scripted model writes each task's reference (or a broken variant, per scenario) through whatever the request
+offers: soak's own delegate / write_file tools, or an external agent's (Hermes' write_file or terminal,
+mini-swe-agent's bash, aider's whole edit format; see agents.py), so real agents pass, fail and revise against it.
+
 The llama-cpp-python flavour imitates what soak met in that server: no /health and no /metrics (FastAPI's 404; its
 /openapi.json answers), one request at a time with /v1/models waiting behind the running one, no usage in streams,
 and tools hidden from the model unless the request sets tool_choice.
