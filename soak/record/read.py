@@ -1,9 +1,11 @@
-"""Read a run folder into DataFrames, tolerant of a run still going, missing files and a torn last row."""
+"""The one reader of a run folder: its CSVs as typed DataFrames (read_table) or row models (read_rows, built on
+read_table), run.json, and finding runs; tolerant of a run still going, missing files and a torn last row."""
 
 import contextlib
 import csv
 import io
 import json
+import math
 import re
 import time
 import types
@@ -11,7 +13,7 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
@@ -22,21 +24,6 @@ from soak.record.folder import complete_length
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 
 R = TypeVar("R", bound=BaseModel)
-
-
-def nullable_fields(model: type[BaseModel]) -> set[str]:
-    return {name for name, field in model.model_fields.items() if type(None) in get_args(field.annotation)}
-
-
-def read_rows(path: Path, model: type[R]) -> Iterator[R]:
-    """Rows of a CSV written by CsvLog, as models (an empty cell is None where the field allows it)."""
-    if not path.exists():
-        return
-    nullable = nullable_fields(model)
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-        for raw in csv.DictReader(handle):
-            yield model.model_validate({k: None if v == "" and k in nullable else v for k, v in raw.items()})
-
 
 
 TABLES: dict[str, type[BaseModel]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
@@ -94,7 +81,7 @@ def _parse(text: str, text_columns: list[str]) -> pd.DataFrame:
     module, keeping whole rows only."""
     try:
         return pd.read_csv(io.StringIO(text), dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
-                           na_values=[""], on_bad_lines="skip", low_memory=False)
+                           na_values=[""], on_bad_lines="skip", low_memory=False, float_precision="round_trip")
     except (pd.errors.ParserError, csv.Error, ValueError):
         rows = list(csv.reader(io.StringIO(text), strict=False))
         if not rows:
@@ -140,6 +127,16 @@ def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataF
         notes.append(f"{path.name}: skipped {int(unreadable.sum())} rows with unreadable required fields")
         table = table[~unreadable].reset_index(drop=True)
     return table
+
+
+def read_rows(path: Path, model: type[R]) -> Iterator[R]:
+    """Rows of a CSV written by CsvLog, as models: read_table's rows, in file order (an empty cell is None where
+    the field allows it; a torn last row and rows missing a required number are left out, a bad value raises)."""
+    if not path.exists():
+        return
+    for record in read_table(path, model, []).to_dict("records"):
+        yield model.model_validate({k: None if isinstance(v, float) and math.isnan(v) else v
+                                    for k, v in record.items()})
 
 
 def read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
