@@ -207,7 +207,9 @@ class ProxiedCall:
             status, error = "stalled", f"no byte for {self.stale:g} s"
             raise
         except asyncio.CancelledError:
-            status, error = "cancelled", "the agent closed the connection"
+            # An agent may hang up once it has the finish chunk; only a reply it did not wait for is cancelled.
+            if got.finish is None:
+                status, error = "cancelled", "the agent closed the connection"
             raise
         except httpx2.HTTPError as failure:
             status, error = "truncated", f"stream cut: {failure!r}"

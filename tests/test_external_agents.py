@@ -1,0 +1,184 @@
+"""Real external agents (hermes-agent, mini-swe-agent, aider from PyPI, each in its own venv) soaked through soak's
+recording proxy against `soak sim`: proxied calls recorded, passes, a revision round, the call cap, the wall budget,
+containment and the user's key. The agents are installed by `soak agent setup` (CI runs it first; here it is
+idempotent and fast once cached in $SOAK_CACHE_DIR, by default /tmp/soak-engine-cache)."""
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from soak.agent.adapters import setup_agent
+from soak.cli import main
+from soak.sandbox.judge import isolation_kind
+from soak.sim.scenario import Scenario, Timing, load_scenario
+from soak.sim.server import SimServer
+
+pytestmark = pytest.mark.slow
+
+SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+CACHE = os.environ.get("SOAK_CACHE_DIR") or "/tmp/soak-engine-cache"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+UPSTREAM_KEY = "sk-soak-upstream-" + uuid.uuid4().hex
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_CACHE_DIR", CACHE)
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SOAK_TEST_UPSTREAM_KEY", UPSTREAM_KEY)
+
+
+@pytest.fixture(scope="module")
+def installed():
+    """Install (or find) an agent; a failed setup is a failure, never a skip."""
+    done = {}
+
+    def get(name: str) -> str:
+        if name not in done:
+            done[name] = setup_agent(name, print, Path(CACHE)).adapter.name
+        return done[name]
+
+    return get
+
+
+@pytest.fixture
+def sim():
+    servers = []
+
+    def start(scenario: str | Scenario = "clean") -> str:
+        if isinstance(scenario, str):
+            scenario = load_scenario(scenario)
+        scenario = scenario.model_copy(update={"timing": Timing(ttft_seconds=0.01, decode_tokens_per_second=0,
+                                                                tokens_per_chunk=16)})
+        server = SimServer(scenario, seed=1, suite=SUITE)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def night(tmp_path: Path, base_url: str, agent: str, *, tasks: int = 3, budgets: str = "", agent_env: str = "",
+          run_id: str = "night") -> Path:
+    config = tmp_path / "soak.toml"
+    config.write_text(f"""
+mode = "agent"
+suite = "{SUITE}"
+concurrency = 1
+[agent]
+name = {json.dumps(agent)}
+{agent_env}
+[endpoints.sim]
+base_url = "{base_url}"
+model = "soak-sim"
+api_key_env = "SOAK_TEST_UPSTREAM_KEY"
+[roles]
+orchestrator = "sim"
+coder = "sim"
+[budgets]
+{budgets or "task_seconds = 120"}
+""")
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--tasks", str(tasks), "--quiet",
+                                       "--run-id", run_id])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "data" / run_id
+
+
+def tables(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.read_csv(run / "tasks.csv"), pd.read_csv(run / "calls.csv")
+
+
+@pytest.mark.parametrize("agent", ["hermes", "mini-swe-agent", "aider"])
+def test_real_agent_night_passes_with_every_call_recorded_by_the_proxy(agent, installed, sim, tmp_path):
+    run = night(tmp_path, sim("clean"), installed(agent))
+    tasks, calls = tables(run)
+    assert len(tasks) == 3 and (tasks["outcome"] == "pass").sum() >= 1, tasks[["task_id", "outcome", "error_tail"]]
+    assert tasks["agent"].str.startswith({"hermes": "hermes-agent", "mini-swe-agent": "mini-swe-agent",
+                                          "aider": "aider-chat"}[agent]).all()
+    assert (tasks["agent_calls"] >= 1).all() and tasks["agent_calls"].sum() == len(calls)
+    assert set(calls["role"]) == {"agent"} and (calls["status"] == "ok").all()
+    # A stream is timed to its first token; a whole reply (mini-swe-agent does not stream) only to its first byte.
+    streamed = calls["stream"].astype(bool)
+    assert calls.loc[streamed, "ttft_s"].notna().all() and calls.loc[~streamed, "first_byte_s"].notna().all()
+    # aider (through litellm) asks a local server for no usage in streams: its tokens are unknown, never zero.
+    tokens = calls["prompt_tokens"]
+    assert (tokens.isna() if agent == "aider" else tokens > 0).all() and (calls["duration_s"] > 0).all()
+    # The agent's own log of the attempt is kept beside soak's record of it.
+    kept = {p.name for p in run.glob("work/*/*/round-1/agent/*")}
+    assert "output.txt" in kept and kept - {"output.txt"}, kept
+
+
+def test_a_failed_first_round_is_revised_by_the_agent_with_the_real_error(installed, sim, tmp_path):
+    run = night(tmp_path, sim("revise"), installed("hermes"), tasks=2)
+    tasks, _ = tables(run)
+    assert (tasks["outcome"] == "pass").all() and (tasks["rounds"] == 2).all(), tasks[["task_id", "outcome"]]
+    first = next(run.glob("work/*/*/round-1/test_output.txt")).read_text()
+    prompt_of_round_2 = [p for p in run.glob("work/*/*/round-2/agent/.hermes/sessions/*.json")]
+    assert "failed" in first and prompt_of_round_2
+    assert "The tests failed" in prompt_of_round_2[0].read_text()
+
+
+def test_the_call_cap_ends_the_attempt_at_the_proxy(installed, sim, tmp_path):
+    run = night(tmp_path, sim("clean"), installed("hermes"), tasks=1, budgets="max_calls = 1")
+    tasks, calls = tables(run)
+    assert tasks["outcome"].tolist() == ["call_cap"]
+    assert len(calls) == 1 and tasks["agent_calls"].tolist() == [1]
+
+
+def test_the_wall_budget_kills_a_sleeping_agent_and_its_whole_tree(sim, tmp_path):
+    marker = f"soak-sleeper-{uuid.uuid4().hex}"
+    # A shell that starts a grandchild and sleeps: every process of the tree inherits the marker.
+    run = night(tmp_path, sim("clean"), "sh -c 'sleep 3600 & sleep 3600'", tasks=1,
+                budgets="task_seconds = 4\nfinal_test_seconds = 1", agent_env=f'env = {{ SLEEPER = "{marker}" }}')
+    tasks, _ = tables(run)
+    assert tasks["outcome"].tolist() == ["timeout"] and tasks["duration_s"].iloc[0] < 30
+
+    def marked(process: psutil.Process) -> bool:
+        try:
+            return process.environ().get("SLEEPER") == marker
+        except psutil.Error:
+            return False
+
+    assert [p for p in psutil.process_iter() if marked(p)] == []
+
+
+def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_the_key(sim, tmp_path):
+    if isolation_kind() != "bwrap":
+        if IN_CI:
+            pytest.fail("CI must have bubblewrap: the read-only root is what contains an agent's writes")
+        pytest.skip("a read-only root needs bubblewrap")
+    outside = [Path("/tmp") / f"soak-escape-{uuid.uuid4().hex}", Path.home() / f".soak-escape-{uuid.uuid4().hex}",
+               Path.cwd() / f"soak-escape-{uuid.uuid4().hex}"]
+    script = "; ".join(f"echo x > {p}" for p in outside) + "; env > env.txt; cp {prompt_file} solution.py; exit 0"
+    run = night(tmp_path, sim("clean"), f"sh -c {json.dumps(script)}", tasks=1)
+    assert not any(p.exists() for p in outside)
+    seen = (next(run.glob("work/*/*/workspace/env.txt"))).read_text()
+    assert UPSTREAM_KEY not in seen and "NO_PROXY=127.0.0.1" in seen
+
+
+def test_the_users_key_appears_in_no_record_log_or_report(installed, sim, tmp_path):
+    run = night(tmp_path, sim("clean"), installed("hermes"), tasks=2)
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(run), "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    for path in [*run.rglob("*"), report, report.with_name("summary.json")]:
+        if path.is_file():
+            assert UPSTREAM_KEY not in path.read_text(errors="replace"), path
+
+
+def test_bad_agent_input_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    unknown = CliRunner().invoke(main, ["run", "--agent", "nope", "--base-url", "http://127.0.0.1:9/v1",
+                                        "--model", "m", "--tasks", "1"])
+    assert unknown.exit_code == 2 and "known: hermes, mini-swe-agent, aider" in unknown.output
+    monkeypatch.setenv("SOAK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    missing = CliRunner().invoke(main, ["run", "--agent", "mini-swe-agent", "--base-url", "http://127.0.0.1:9/v1",
+                                        "--model", "m", "--tasks", "1"])
+    assert missing.exit_code == 2 and "soak agent setup mini-swe-agent" in missing.output
+    assert not (tmp_path / "data").exists()
