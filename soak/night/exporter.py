@@ -5,12 +5,13 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from soak.record.folder import RowListener
 from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, SampleRow, TaskRow
 
 PASS_RATE_WINDOW = 50
 
 
-class RunExporter:
+class RunExporter(RowListener):
     """Fed by the recorder with every row it writes; serves the running totals on /metrics."""
 
     def __init__(self, run_id: str):

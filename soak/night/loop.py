@@ -14,9 +14,9 @@ from shutil import rmtree
 from typing import Protocol
 
 from soak.config import ErrorBudget, SoakConfig
-from soak.record.folder import RunFolder, clean_text
+from soak.record.folder import RowListener, RunFolder, clean_text
 from soak.record.read import read_rows
-from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, SampleRow, Session, TaskRow
+from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 from soak.tasks.spec import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
@@ -118,7 +118,7 @@ class InFlight:
     call_rows: list[CallRow] = field(default_factory=list)
 
 
-class Runner:
+class Runner(RowListener):
     """One session of a run: schedules attempts into lanes until a limit, a signal or the error budget stops it."""
 
     def __init__(
@@ -304,10 +304,6 @@ class Runner:
     def event(self, row: EventRow) -> None:
         if row.kind == "down":
             self.pause(f"{row.source} is down ({row.detail})")
-
-    def task(self, row: TaskRow) -> None: ...
-    def call(self, row: CallRow) -> None: ...
-    def sample(self, row: SampleRow) -> None: ...
 
     async def recover(self, why: str) -> None:
         """Pause new attempts until the stack is back; a stack failing for too long ends the run."""

@@ -10,15 +10,17 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from soak.record.folder import RowListener
 from soak.record.read import read_rows
-from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, SampleRow, TaskRow
+from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
+from soak.record.summary import span_text
 
 RATE_WINDOW_SECONDS = 300.0
 OUTCOME_STYLE = {"pass": "green", "fail": "red", "infra_error": "magenta", "harness_error": "magenta",
                  "cancelled": "dim"}
 
 
-class RunStats:
+class RunStats(RowListener):
     """Running totals of a run (all sessions), fed row by row: a RowListener of the run folder."""
 
     def __init__(self, info: RunInfo):
@@ -67,9 +69,6 @@ class RunStats:
         elif row.kind in ("signal", "error_budget"):
             self.state = "stopping"
 
-    def sample(self, row: SampleRow) -> None:
-        """Samples are not part of the progress view."""
-
     @property
     def done(self) -> int:
         return sum(n for outcome, n in self.outcomes.items() if outcome != "cancelled")
@@ -92,7 +91,7 @@ class RunStats:
     def left(self) -> str:
         parts = []
         if self.deadline_at is not None:
-            parts.append(f"{duration(max(0.0, self.deadline_at - time.time()))} left")
+            parts.append(f"{span_text(max(0.0, self.deadline_at - time.time()))} left")
         limits = self.info.limits
         if limits.max_tasks is not None:
             parts.append(f"{max(0, limits.max_tasks - self.done)} of {limits.max_tasks} tasks left")
@@ -125,13 +124,7 @@ class RunStats:
         return Group(title, Text(self.headline()), self.table(), Text(f"in flight: {current or 'none'}", style="dim"))
 
 
-def duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
-
-
-class QuietLines:
+class QuietLines(RowListener):
     """One line per finished attempt, for logs (`--quiet`, a detached run, output that is not a terminal)."""
 
     def __init__(self, stats: RunStats, console: Console):
@@ -146,13 +139,9 @@ class QuietLines:
             f" tests {tests} | {self.stats.headline()}", markup=False, highlight=False, soft_wrap=True,
         )
 
-    def call(self, row: CallRow) -> None: ...
-
     def event(self, row: EventRow) -> None:
         if row.source == "runner" and row.kind not in ("run_end",):
             self.console.print(f"{row.kind}: {row.detail}", markup=False, highlight=False, soft_wrap=True)
-
-    def sample(self, row: SampleRow) -> None: ...
 
 
 def live_view(stats: RunStats, console: Console) -> Live:
@@ -178,7 +167,7 @@ def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
         Text(f"run {stats.info.run_id} {ended}" + (f" ({detail})" if detail else ""), style="bold"),
         Text(stats.headline()),
         stats.table(),
-        Text(f"{duration(active)} running over {len(stats.info.sessions)} session(s); record in {folder}"),
+        Text(f"{span_text(active)} running over {len(stats.info.sessions)} session(s); record in {folder}"),
     ]
     return Group(*lines)
 
@@ -193,7 +182,7 @@ def status_view(stats: RunStats, state: str, folder: Path) -> Group:
     last = info.sessions[-1] if info.sessions else None
     lines = [
         Text(f"run {info.run_id}: {state}" + (f" ({last.reason})" if last and last.reason else ""), style="bold"),
-        Text(f"started {when(info.started_at)}, {duration(info.active_seconds)} running over "
+        Text(f"started {when(info.started_at)}, {span_text(info.active_seconds)} running over "
              f"{len(info.sessions)} session(s); last heartbeat {when(last.last_seen_at if last else None)}"),
     ]
     if state == "running" and stats.left():
@@ -213,5 +202,5 @@ def runs_table(runs: list[tuple[RunStats, str]]) -> Table:
     for stats, state in runs:
         rate = "-" if stats.pass_rate is None else f"{stats.pass_rate:.0%}"
         table.add_row(stats.info.run_id, when(stats.info.started_at), state, str(stats.done), rate,
-                      duration(stats.info.active_seconds))
+                      span_text(stats.info.active_seconds))
     return table

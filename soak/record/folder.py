@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -108,13 +108,21 @@ class CsvLog(Generic[R]):
 
 # --- the run folder -----------------------------------------------------------------------------
 
-class RowListener(Protocol):
-    """Sees every row as it is written (the live view, the Prometheus exporter)."""
+class RowListener:
+    """Sees every row as it is written (the live view, the Prometheus exporter, the runner's pause on `down`);
+    a listener overrides the kinds of row it reads, the others pass by."""
 
-    def task(self, row: TaskRow) -> None: ...
-    def call(self, row: CallRow) -> None: ...
-    def event(self, row: EventRow) -> None: ...
-    def sample(self, row: SampleRow) -> None: ...
+    def task(self, row: TaskRow) -> None:
+        pass
+
+    def call(self, row: CallRow) -> None:
+        pass
+
+    def event(self, row: EventRow) -> None:
+        pass
+
+    def sample(self, row: SampleRow) -> None:
+        pass
 
 
 class RunFolder:

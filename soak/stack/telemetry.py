@@ -205,8 +205,6 @@ class Monitor:
 
     def __init__(self, run_id: str, samplers: list[Sampler], write: Callable[[SampleRow], None], interval: float):
         self.run_id, self.samplers, self.write, self.interval = run_id, samplers, write, interval
-        self.last: dict[tuple[str, str, str], float | None] = {}
-        """Latest value per (source, metric, labels), for the live exporter."""
 
     async def sample_once(self) -> None:
         results = await asyncio.gather(*(self.run_sampler(s) for s in self.samplers))
@@ -215,7 +213,6 @@ class Monitor:
             if error:
                 self.write(SampleRow(run_id=self.run_id, at=at, source=sampler.source, metric="error", error=error))
             for source, metric, value, labels in readings:
-                self.last[(source, metric, labels)] = value
                 self.write(SampleRow(run_id=self.run_id, at=at, source=source, metric=metric, value=value,
                                      labels=labels))
 
