@@ -72,6 +72,32 @@ class AllReady:
         return True
 
 
+def routed(task: TaskSpec, route: Any) -> TaskSpec:
+    """The task with a routing rule's cap (calls) or extension (wall budget) applied."""
+    if route and route.action == "cap":
+        return task.model_copy(update={"max_calls": route.max_calls})
+    if route and route.action == "extend":
+        return task.model_copy(update={"budget_seconds": route.budget_seconds})
+    return task
+
+
+class ExternalAgentTasks:
+    """An external agent's night (soak.agent.external) with the routing file's caps and extensions applied;
+    escalation to a stronger endpoint is soak's own loop's (an agent has one endpoint)."""
+
+    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
+        from soak.agent.external import AgentNight
+        from soak.decisions.route import Routing
+
+        self.night = AgentNight(config, judge)
+        self.routes = Routing.model_validate(routing).tasks if routing else {}
+
+    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
+        route = self.routes.get(task.id)
+        row = await self.night(routed(task, route), attempt)
+        return row.model_copy(update={"route": route.label() if route else ""})
+
+
 class AgentTasks:
     """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied.
 
@@ -95,10 +121,7 @@ class AgentTasks:
         coder = self.config.roles.coder
         if route and route.action == "escalate" and route.endpoint:
             coder = route.endpoint
-        if route and route.action == "cap":
-            task = task.model_copy(update={"max_calls": route.max_calls})
-        if route and route.action == "extend":
-            task = task.model_copy(update={"budget_seconds": route.budget_seconds})
+        task = routed(task, route)
         orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
         return await self.run_task(
             task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
@@ -179,12 +202,10 @@ async def session(
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
         if task_fn is None and config.mode == "agent":
-            from soak.agent.external import AgentNight
-
-            night = AgentNight(config, judge)
-            await night.start()
-            cleanup.push_async_callback(night.close)
-            task_fn = night
+            external = ExternalAgentTasks(config, info.routing, judge)
+            await external.night.start()
+            cleanup.push_async_callback(external.night.close)
+            task_fn = external
         if task_fn is None:
             agent = AgentTasks(config, info.routing, judge)
             cleanup.push_async_callback(agent.close)
