@@ -1,6 +1,7 @@
 """What every later stage shows of a record: the per-problem table (route, compare and the report read the same
-one)."""
+one), and how long something took as text (the live view, `soak status`/`runs`, the report)."""
 
+import math
 from typing import get_args
 
 import pandas as pd
@@ -56,3 +57,11 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
         ["failure_rate", "attempts", "task_id"], ascending=[False, False, True], na_position="last")
     return out.set_index("task_id")[PROBLEM_COLUMNS]
 
+
+def span_text(seconds: float | None) -> str:
+    """8.0 h, 12 min or 45 s: the unit a reader expects for that length."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"

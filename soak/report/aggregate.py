@@ -8,7 +8,7 @@ import pandas as pd
 
 from soak.record.read import RunRecord
 from soak.record.schema import MODEL_OUTCOMES
-from soak.record.summary import OUTCOMES, problem_table, with_calls
+from soak.record.summary import OUTCOMES, problem_table, span_text, with_calls
 from soak.report import series
 
 PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",
@@ -27,15 +27,6 @@ def clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def span_text(seconds: float | None) -> str:
-    """8.0 h, 12 min or 45 s: the unit a reader expects for that length."""
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def time_span(run: RunRecord) -> tuple[float, float]:
@@ -132,11 +123,10 @@ def integrity_over_time(calls: pd.DataFrame, start: float, width: float) -> pd.D
     tooled = calls[calls["integrity"] != "none"]
     if tooled.empty:
         return pd.DataFrame(columns=["role", "at", "bad_share", "calls"])
-    bucket = ((tooled["started_at"] - start) // width).astype(int).rename("bucket")
     bad = ~tooled["integrity"].isin(TOOL_VERDICTS_OK)
-    grouped = bad.groupby([tooled["role"], bucket])
+    grouped = bad.groupby([tooled["role"], series.time_bucket(tooled["started_at"], start, width)])
     out = pd.DataFrame({"bad_share": grouped.mean(), "calls": grouped.size()}).reset_index()
-    out["at"] = start + (out["bucket"] + 0.5) * width
+    out["at"] = series.bucket_middle(out["bucket"], start, width)
     return out[["role", "at", "bad_share", "calls"]]
 
 

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from soak.report import series  # noqa: E402
+
 DPI = 96
 OUTCOME_COLOURS = {
     "pass": "#2e9d4a", "fail": "#d1443b", "timeout": "#f08c2a", "call_cap": "#8e5bc7", "token_cap": "#a0522d",
@@ -78,11 +80,11 @@ class Clock:
         return (at - self.start) / self.unit
 
     def bucket(self, at: pd.Series) -> pd.Series:
-        return ((at - self.start) // self.width).astype(int).rename("bucket")
+        return series.time_bucket(at, self.start, self.width)
 
     def bucket_x(self, bucket: Any) -> Any:
         """Axis position of a bucket's middle."""
-        return (bucket + 0.5) * self.width / self.unit
+        return self.x(series.bucket_middle(bucket, self.start, self.width))
 
 
 def plot_duration_hist(ax: Any, tasks: pd.DataFrame, stats: dict[str, float | None], budget: float | None) -> None:

@@ -12,7 +12,7 @@ import jinja2
 from soak.files import write_atomic
 from soak.paths import reports_dir
 from soak.record.read import load_run
-from soak.report.aggregate import span_text
+from soak.record.summary import span_text
 from soak.report.build import comparison_view, run_view
 
 

@@ -1,10 +1,22 @@
 """Time series from samples.csv: gauges downsampled, counters turned into per-interval increments."""
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 MAX_POINTS = 600
 """Points per plotted series: enough for an 8 h night at ~1 min resolution, cheap to draw."""
+
+
+def time_bucket(at: pd.Series, start: float, width: float) -> pd.Series:
+    """Each timestamp's bucket: whole `width`s since `start`. The one bucketing of every rate, share and chart."""
+    return ((at - start) // width).astype(int).rename("bucket")
+
+
+def bucket_middle(bucket: Any, start: float, width: float) -> Any:
+    """Unix time of a bucket's middle."""
+    return start + (bucket + 0.5) * width
 
 
 def window(samples: pd.DataFrame, source: str | None, metric: str) -> pd.DataFrame:
@@ -29,8 +41,8 @@ def downsample(frame: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFram
         return frame
     span = frame["at"].max() - frame["at"].min()
     width = span / max_points if span > 0 else 1.0
-    bucket = ((frame["at"] - frame["at"].min()) // width).astype(int)
-    return frame.groupby(bucket)[["at", "value"]].mean().reset_index(drop=True)
+    buckets = time_bucket(frame["at"], frame["at"].min(), width)
+    return frame.groupby(buckets)[["at", "value"]].mean().reset_index(drop=True)
 
 
 def increments(samples: pd.DataFrame, metric: str, source: str | None = "server:*") -> pd.DataFrame:
@@ -62,12 +74,12 @@ def ratio_over_time(
         return pd.DataFrame(columns=["source", "at", "value"])
     parts = []
     for frame, name in ((num, "num"), (den, "den")):
-        bucket = ((frame["at"] - start) // width).astype(int)
-        parts.append(frame.groupby([frame["source"], bucket.rename("bucket")])["delta"].sum().rename(name))
+        buckets = time_bucket(frame["at"], start, width)
+        parts.append(frame.groupby([frame["source"], buckets])["delta"].sum().rename(name))
     joined = pd.concat(parts, axis=1).fillna(0.0)
     joined = joined[joined["den"] > 0]
     out = joined.reset_index()
-    out["at"] = start + (out["bucket"] + 0.5) * width
+    out["at"] = bucket_middle(out["bucket"], start, width)
     out["value"] = out["num"] / out["den"]
     return out[["source", "at", "value"]]
 
