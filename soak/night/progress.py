@@ -10,8 +10,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from soak.record.folder import RowListener
 from soak.record.read import read_rows
-from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, SampleRow, TaskRow
+from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
 from soak.record.summary import span_text
 
 RATE_WINDOW_SECONDS = 300.0
@@ -19,7 +20,7 @@ OUTCOME_STYLE = {"pass": "green", "fail": "red", "infra_error": "magenta", "harn
                  "cancelled": "dim"}
 
 
-class RunStats:
+class RunStats(RowListener):
     """Running totals of a run (all sessions), fed row by row: a RowListener of the run folder."""
 
     def __init__(self, info: RunInfo):
@@ -67,9 +68,6 @@ class RunStats:
             self.state = "running"
         elif row.kind in ("signal", "error_budget"):
             self.state = "stopping"
-
-    def sample(self, row: SampleRow) -> None:
-        """Samples are not part of the progress view."""
 
     @property
     def done(self) -> int:
@@ -126,7 +124,7 @@ class RunStats:
         return Group(title, Text(self.headline()), self.table(), Text(f"in flight: {current or 'none'}", style="dim"))
 
 
-class QuietLines:
+class QuietLines(RowListener):
     """One line per finished attempt, for logs (`--quiet`, a detached run, output that is not a terminal)."""
 
     def __init__(self, stats: RunStats, console: Console):
@@ -141,13 +139,9 @@ class QuietLines:
             f" tests {tests} | {self.stats.headline()}", markup=False, highlight=False, soft_wrap=True,
         )
 
-    def call(self, row: CallRow) -> None: ...
-
     def event(self, row: EventRow) -> None:
         if row.source == "runner" and row.kind not in ("run_end",):
             self.console.print(f"{row.kind}: {row.detail}", markup=False, highlight=False, soft_wrap=True)
-
-    def sample(self, row: SampleRow) -> None: ...
 
 
 def live_view(stats: RunStats, console: Console) -> Live:
