@@ -32,9 +32,15 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage:
             "usage": usage}
 
 
-def sse(*chunks: dict, done: bool = True, delay: float = 0.0) -> Callable[[httpx2.Request], httpx2.Response]:
+def sse(
+    *chunks: dict, done: bool = True, delay: float = 0.0, streaming: asyncio.Event | None = None
+) -> Callable[[httpx2.Request], httpx2.Response]:
+    """An SSE reply; `streaming` is set once the body is being read."""
+
     async def body() -> AsyncIterator[bytes]:
         for item in chunks:
+            if streaming:
+                streaming.set()
             if delay:
                 await asyncio.sleep(delay)
             yield f"data: {json.dumps(item)}\n\n".encode()
@@ -262,12 +268,14 @@ def test_non_stream_reply():
 
 
 def test_cancel_records_a_cancelled_row_and_propagates():
-    ep, _ = endpoint_with([sse(chunk({"content": "a"}), chunk({"content": "b"}, finish="stop"), delay=1.0)])
+    streaming = asyncio.Event()
+    ep, _ = endpoint_with([sse(chunk({"content": "a"}), chunk({"content": "b"}, finish="stop"), delay=30.0,
+                               streaming=streaming)])
     rows: list[CallRow] = []
 
     async def scenario() -> None:
         task = asyncio.create_task(ep.chat([{"role": "user", "content": "x"}], on_row=rows.append))
-        await asyncio.sleep(0.05)
+        await streaming.wait()  # the reply is streaming: cancel mid-stream
         task.cancel()
         await task
 
