@@ -5,6 +5,7 @@ idempotent and fast once cached in $SOAK_CACHE_DIR, by default /tmp/soak-engine-
 
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -156,11 +157,21 @@ def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_t
         pytest.skip("a read-only root needs bubblewrap")
     outside = [Path("/tmp") / f"soak-escape-{uuid.uuid4().hex}", Path.home() / f".soak-escape-{uuid.uuid4().hex}",
                Path.cwd() / f"soak-escape-{uuid.uuid4().hex}"]
-    script = "; ".join(f"echo x > {p}" for p in outside) + "; env > env.txt; cp {prompt_file} solution.py; exit 0"
-    run = night(tmp_path, sim("clean"), f"sh -c {json.dumps(script)}", tasks=1)
+    base_url = sim("clean")
+    # The model's server itself is out of reach: the agent's network is the proxy and nothing else.
+    probe = (f"import sys, urllib.request as u\nfor url in ({base_url + '/models'!r}, sys.argv[1] + '/models'):\n"
+             "    try: u.urlopen(url, timeout=5); print(url, 'reached')\n"
+             "    except OSError as e: print(url, 'refused', e)\n")
+    (tmp_path / "probe.py").write_text(probe)
+    script = ("; ".join(f"echo x > {p}" for p in outside) + "; env > env.txt; cp {prompt_file} solution.py; "
+              f"{sys.executable} -I {tmp_path / 'probe.py'} {{base_url}} > net.txt 2>&1; exit 0")
+    run = night(tmp_path, base_url, f"sh -c {json.dumps(script)}", tasks=1)
     assert not any(p.exists() for p in outside)
-    seen = (next(run.glob("work/*/*/workspace/env.txt"))).read_text()
+    workspace = next(run.glob("work/*/*/workspace"))
+    seen = (workspace / "env.txt").read_text()
     assert UPSTREAM_KEY not in seen and "NO_PROXY=127.0.0.1" in seen
+    upstream, proxy = (workspace / "net.txt").read_text().splitlines()
+    assert "refused" in upstream and proxy.endswith("reached"), (upstream, proxy)
 
 
 def test_the_users_key_appears_in_no_record_log_or_report(installed, sim, tmp_path):

@@ -10,6 +10,7 @@ import asyncio
 import glob
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -154,7 +155,13 @@ class AgentAttempt:
         write_home(self.agent.adapter, home, values)
         kind = isolation_kind()
         ws = self.workspace.resolve()
-        cmd = wrap(kind, ws, [], self.agent.argv(values), writable=(home,), network=True)
+        argv = self.agent.argv(values)
+        if kind == "bwrap":  # no network at all but the proxy, reached through its socket
+            bridge = [sys.executable, "-I", "-m", "soak.agent.bridge", str(self.proxy.socket_path),
+                      str(self.proxy.port), "--"]
+            cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,))
+        else:
+            cmd = wrap(kind, ws, [], argv, writable=(home,), network=True)
         job = asyncio.ensure_future(asyncio.to_thread(
             launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=self.budget.stop,
         ))

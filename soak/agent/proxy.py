@@ -12,10 +12,14 @@ import asyncio
 import contextlib
 import json
 import secrets
+import shutil
+import socket
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -91,22 +95,33 @@ class RecordingProxy:
     # --- lifecycle ---------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Listen on a free loopback port (in this event loop) until `stop`."""
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-                                access_log=False)
+        """Listen on a free loopback port and on a unix socket (in this event loop) until `stop`; a jail without
+        a network reaches the socket through `soak.agent.bridge`."""
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("127.0.0.1", 0))
+        self.port = tcp.getsockname()[1]
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="soak-proxy-"))
+        self.socket_path = self.socket_dir / "proxy.sock"
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(self.socket_path))
+        # Anyone may connect; without a token of a live attempt a request gets nothing but an error.
+        self.socket_dir.chmod(0o755)
+        self.socket_path.chmod(0o666)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
-        self.serving = asyncio.create_task(self.server.serve())
+        self.serving = asyncio.create_task(self.server.serve(sockets=[tcp, unix]))
         while not self.server.started:
             if self.serving.done():
                 await self.serving
                 raise RuntimeError("the recording proxy did not start")
             await asyncio.sleep(0.01)
-        self.port = self.server.servers[0].sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         if self.server is not None:
             self.server.should_exit = True
             await self.serving
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
         await self.client.aclose()
 
     def open(self, budget: AttemptBudget) -> tuple[str, str]:
