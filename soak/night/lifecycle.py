@@ -5,10 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 from rich.console import Console
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -111,13 +111,19 @@ def detach(folder: RunFolder, opts: RunOptions, console: Console) -> int:
     with open(folder.path / LOG_FILE, "ab") as log:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + 30
-    while read_pid(folder) != child.pid:
-        if child.poll() is not None or time.monotonic() > deadline:
-            tail = (folder.path / LOG_FILE).read_text(errors="replace").strip().splitlines()[-5:]
-            console.print(f"the detached run did not start (exit {child.poll()}):", *tail, sep="\n", markup=False)
-            return 1
-        time.sleep(0.05)
+
+    @retry(stop=stop_after_delay(30), wait=wait_fixed(0.05), retry=retry_if_result(lambda s: s == "starting"),
+           retry_error_callback=lambda _: "starting")
+    def started() -> str:
+        """running once the child has written its pid file; exited, or still starting after 30 s, is a failure."""
+        if read_pid(folder) == child.pid:
+            return "running"
+        return "exited" if child.poll() is not None else "starting"
+
+    if started() != "running":
+        tail = (folder.path / LOG_FILE).read_text(errors="replace").strip().splitlines()[-5:]
+        console.print(f"the detached run did not start (exit {child.poll()}):", *tail, sep="\n", markup=False)
+        return 1
     console.print(f"run {folder.run_id} detached, pid {child.pid}; log: {folder.path / LOG_FILE}\n"
                   f"watch: soak status {folder.run_id}   stop: soak stop {folder.run_id}", markup=False)
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import httpx2
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from soak.config import Endpoint, Server, Stack
 from soak.errors import BadInput
@@ -109,14 +110,16 @@ class ManagedServer:
         self.emit("server_ready", self.spec.name, f"pid {self.pid}")
 
     async def wait_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Health checks every 0.5 s until one passes (True), the process exits or `timeout` passes (False)."""
+
+        @retry(stop=stop_after_delay(timeout), wait=wait_fixed(0.5), retry=retry_if_result(lambda s: s == "starting"),
+               retry_error_callback=lambda _: "starting")
+        async def check() -> str:
             if await self.healthy():
-                return True
-            if self.process and self.process.poll() is not None:
-                return False
-            await asyncio.sleep(0.5)
-        return False
+                return "ready"
+            return "exited" if self.process and self.process.poll() is not None else "starting"
+
+        return await check() == "ready"
 
     def log_tail(self, lines: int = 5) -> str:
         path = self.log_dir / f"{self.spec.name}.log"
