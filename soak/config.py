@@ -58,7 +58,20 @@ class Roles(Strict):
 
 
 class Budgets(Strict):
-    """Per-task budgets; hitting one ends the task with its own outcome."""
+    """Per-task budgets; hitting one ends the task with its own outcome. Where each is enforced (first soak's own
+    loop, then mode "agent", whose calls soak's recording proxy counts); modules are under `soak.`:
+
+    | budget | config field | enforced at (module:function) | outcome |
+    |---|---|---|---|
+    | wall | `task_seconds` ¹ | `agent.loop:_TaskLoop._guarded`, `agent.external:AgentAttempt._rounds` | `timeout` |
+    | LLM calls | `max_calls` ² | `agent.loop:_TaskLoop._call`, `agent.proxy:AttemptBudget.refusal` | `call_cap` |
+    | tokens | `max_completion_tokens` | `agent.loop:_TaskLoop._call`, `agent.proxy:AttemptBudget` ³ | `token_cap` |
+    | rounds | `max_rounds` | `agent.loop:_TaskLoop._rounds`, `agent.external:AgentAttempt._rounds` | verdict |
+    | stale | `stale_seconds` | `llm.client:ChatEndpoint._read_stream`, `agent.proxy:ProxiedCall.relay` | `stalled` |
+
+    ¹ per task: task.toml `budget_seconds`, a routing `extend`. ² per task: task.toml `max_calls`, a routing `cap`.
+    ³ `refusal` before a call, `ProxiedCall.record` after one. Tokens are completion tokens over all calls (each
+    call's max_tokens is capped to what is left); a stalled call is retried like any failed call."""
 
     task_seconds: float = 600
     """Wall-clock budget of one task, LLM calls and test runs together."""
