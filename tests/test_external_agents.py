@@ -174,11 +174,12 @@ def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_t
     assert "refused" in upstream and proxy.endswith("reached"), (upstream, proxy)
 
 
-def test_the_users_key_appears_in_no_record_log_or_report(installed, sim, tmp_path):
+def test_the_report_names_the_agent_and_the_users_key_appears_in_no_record_log_or_report(installed, sim, tmp_path):
     run = night(tmp_path, sim("clean"), installed("hermes"), tasks=2)
     report = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", str(run), "-o", str(report)])
     assert result.exit_code == 0, result.output
+    assert "agent hermes-agent 0.19.0" in report.read_text()  # the headline names the agent
     for path in [*run.rglob("*"), report, report.with_name("summary.json")]:
         if path.is_file():
             assert UPSTREAM_KEY not in path.read_text(errors="replace"), path

@@ -288,6 +288,7 @@ class Runner(RowListener):
             run_id=self.folder.run_id, cycle=flight.cycle, session=self.session, task_id=task.id, suite=task.suite,
             started_at=flight.started_at, ended_at=now, duration_s=now - flight.started_at, outcome=outcome,
             orchestrator_calls=flight.calls["orchestrator"], coder_calls=flight.calls["coder"],
+            agent_calls=flight.calls["agent"],
             error_kind=kind or outcome, error_tail=clean_text(tail, 8000), **usage,
         )
 

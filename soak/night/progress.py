@@ -132,7 +132,7 @@ class QuietLines(RowListener):
 
     def task(self, row: TaskRow) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(row.ended_at))
-        calls = row.orchestrator_calls + row.coder_calls
+        calls = row.orchestrator_calls + row.coder_calls + row.agent_calls
         tests = f"{row.tests_passed}/{row.tests_total}" if row.tests_total else "-"
         self.console.print(
             f"{stamp} cycle {row.cycle} {row.task_id} {row.outcome} {row.duration_s:.1f}s calls {calls}"

@@ -16,8 +16,8 @@ PROBLEM_COLUMNS = ["suite", "attempts", "model_attempts", "passes", "pass_rate",
 
 
 def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
-    """tasks.csv rows plus `calls`: both roles' calls of the attempt."""
-    return tasks.assign(calls=tasks["orchestrator_calls"] + tasks["coder_calls"])
+    """tasks.csv rows plus `calls`: every call of the attempt (both roles', or an external agent's)."""
+    return tasks.assign(calls=tasks["orchestrator_calls"] + tasks["coder_calls"] + tasks["agent_calls"])
 
 
 def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:

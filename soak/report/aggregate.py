@@ -211,7 +211,7 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "run_id": run.run_id, "started_at": start, "ended_at": run.meta.get("ended_at"), "running": run.running,
         "last_seen_at": last.get("last_seen_at"), "stop_reason": last.get("reason", ""),
         "sessions": len(run.sessions), "hours": active_hours(run, start, end), "mode": run.config.get("mode", ""),
-        "stack": stack_models(run),
+        "stack": stack_models(run), "agent": ", ".join(sorted(set(tasks["agent"]) - {""})),
         "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,

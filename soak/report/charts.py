@@ -106,7 +106,7 @@ def plot_duration_vs_calls(ax: Any, tasks: pd.DataFrame) -> None:
     title = "Duration vs calls per task"
     if tasks.empty:
         return no_data(ax, title)
-    calls = tasks["orchestrator_calls"] + tasks["coder_calls"]
+    calls = tasks["orchestrator_calls"] + tasks["coder_calls"] + tasks["agent_calls"]
     for outcome in outcome_order(tasks["outcome"]):
         part = tasks[tasks["outcome"] == outcome]
         ax.scatter(calls[part.index], part["duration_s"], s=8, alpha=0.6, label=outcome,
@@ -124,7 +124,8 @@ def plot_calls_by_outcome(ax: Any, tasks: pd.DataFrame) -> None:
     data, positions, colours = [], [], []
     for i, outcome in enumerate(groups):
         part = tasks[tasks["outcome"] == outcome]
-        data += [part["orchestrator_calls"].to_numpy(), part["coder_calls"].to_numpy()]
+        # An external agent plays the coder's part.
+        data += [part["orchestrator_calls"].to_numpy(), (part["coder_calls"] + part["agent_calls"]).to_numpy()]
         positions += [i * 3 + 1, i * 3 + 2]
         colours += [OUTCOME_COLOURS.get(outcome, "#333333")] * 2
     boxes = ax.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True)
