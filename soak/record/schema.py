@@ -7,10 +7,10 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Outcome = Literal[
-    "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "infra_error", "agent_error", "harness_error",
-    "cancelled",
+    "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
+    "harness_error", "cancelled",
 ]
-MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact")
+MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered")
 """Outcomes that count against the model; infra_error and agent_error (an external agent that crashed before it
 wrote anything) count against the stack."""
 
@@ -65,6 +65,9 @@ class TaskRow(Row):
     """Calls where reasoning ate the whole token budget."""
     orchestrator_model: str = ""
     coder_model: str = ""
+    suspicious: str = ""
+    """Reward-hack signatures the static look found in the judged solution ("; "-joined reasons), empty when none;
+    never changes the outcome by itself, it tells which passes to distrust."""
     agent: str = ""
     """External agent (mode agent): name and version, e.g. `hermes-agent 0.19.0`; empty for soak's own loop."""
     agent_calls: int = 0
