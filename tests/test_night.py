@@ -105,10 +105,19 @@ overiterate_tasks = ["two-fer"]
 
 @pytest.mark.slow
 def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir):
+    import contextlib
+
     import psutil
 
     def embedded_servers() -> set[int]:
-        return {p.pid for p in psutil.process_iter(["cmdline"]) if "llama_cpp.server" in (p.info["cmdline"] or [])}
+        """This test's own llama_cpp.server processes: soak try runs in-process, so they are its descendants
+        (servers other test runs on the host start are not counted)."""
+        found = set()
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "llama_cpp.server" in child.cmdline():
+                    found.add(child.pid)
+        return found
 
     before = embedded_servers()
     result = soak("try", "--task", "word-frequency", "--suite", "builtin")
