@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from soak.agent.adapters import COMMON_ENV, Adapter, AgentInstall, adapter_for, fill, write_home
-from soak.agent.loop import Judge, opening, revision
+from soak.agent.loop import Judge, opening, revision, token_cap_detail
 from soak.agent.proxy import AttemptBudget, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -115,7 +115,10 @@ class AgentAttempt:
             self.exit = run.returncode
             if self.budget.ended:
                 await self._judge_if_written()
-                return self.budget.ended, "", f"{self.budget.ended} after {self.budget.calls} calls"
+                detail = f"{self.budget.ended} after {self.budget.calls} calls"
+                if self.budget.ended == "token_cap":
+                    detail = token_cap_detail(self.budget.max_completion_tokens, self.budget.estimated_tokens)
+                return self.budget.ended, "", detail
             if run.timed_out:
                 await self._judge_if_written()
                 killed = f"wall budget of {self.seconds:g} s spent (the agent was killed)"

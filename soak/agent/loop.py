@@ -19,6 +19,7 @@ from soak.agent.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS, fenced_code, refus
 from soak.config import Budgets
 from soak.llm.client import CallContext, CallResult, ChatModel, Role
 from soak.llm.integrity import ToolCall, judge_call, required_params
+from soak.llm.reply import counted_tokens
 from soak.record.schema import CallRow, Outcome, TaskRow
 from soak.sandbox.judge import Verdict, tail
 from soak.sandbox.judge import judge as judge_solution
@@ -68,6 +69,13 @@ class NoArtifact(TaskEnded):
 
 class InfraFailure(TaskEnded):
     outcome = "infra_error"
+
+
+def token_cap_detail(cap: int, estimated: int) -> str:
+    detail = f"completion token budget of {cap} spent"
+    if estimated:
+        detail += f" ({estimated} of the tokens estimated from the text: the server reported no usage)"
+    return detail
 
 
 def opening(task: TaskSpec) -> str:
@@ -126,6 +134,9 @@ class _TaskLoop:
         self.rows: list[CallRow] = []
         self.calls = 0
         self.completion_tokens = 0
+        """Counted against the token cap: the server's completion_tokens, else the estimate from the text."""
+        self.estimated_tokens = 0
+        """The part of `completion_tokens` that was estimated (calls without usage)."""
         self.delegations = 0
         self.fallback_writes = 0
         self.round = 0
@@ -321,12 +332,14 @@ class _TaskLoop:
         messages.append(result.message())
         self._log(result.message(raw=True))
         if self.completion_tokens >= self.budgets.max_completion_tokens:
-            raise TokenCap(f"completion token budget of {self.budgets.max_completion_tokens} spent")
+            raise TokenCap(token_cap_detail(self.budgets.max_completion_tokens, self.estimated_tokens))
         return result
 
     def _record(self, row: CallRow) -> None:
         self.rows.append(row)
-        self.completion_tokens += row.completion_tokens or 0
+        used, estimated = counted_tokens(row)
+        self.completion_tokens += used
+        self.estimated_tokens += estimated
         self.on_call(row)
 
     def _say(self, messages: list[dict[str, Any]], text: str) -> None:

@@ -31,11 +31,8 @@ from starlette.routing import Route
 
 from soak.config import Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
-from soak.llm.reply import Reply, dict_or_fail
+from soak.llm.reply import Reply, counted_tokens, dict_or_fail
 from soak.record.schema import CallRow, CallStatus, Outcome
-
-CHARS_PER_TOKEN = 4
-"""Estimate of completion tokens from text when a server reports no usage (the token cap must still hold)."""
 
 
 @dataclass
@@ -50,8 +47,8 @@ class AttemptBudget:
     on_call: Callable[[CallRow], None]
     calls: int = 0
     completion_tokens: int = 0
-    estimated_tokens: bool = False
-    """Some of `completion_tokens` were estimated from text, the server reported no usage."""
+    estimated_tokens: int = 0
+    """The part of `completion_tokens` estimated from text (calls whose server reported no usage)."""
     rows: list[CallRow] = field(default_factory=list)
     ended: Outcome | None = None
     """call_cap or token_cap once a budget is spent; the attempt runner stops the agent."""
@@ -269,12 +266,9 @@ class ProxiedCall:
             max_tokens=max_tokens if isinstance(max_tokens, int) else None, status=status, http_status=http_status,
             error=scrub(error, self.proxy.key),
         )
-        if row.completion_tokens is not None:
-            attempt.completion_tokens += row.completion_tokens
-        else:
-            text = "".join(got.content) + "".join(got.reasoning) + "".join(c.arguments for c in got.tool_calls())
-            attempt.completion_tokens += len(text) // CHARS_PER_TOKEN
-            attempt.estimated_tokens = True
+        used, estimated = counted_tokens(row)
+        attempt.completion_tokens += used
+        attempt.estimated_tokens += estimated
         attempt.rows.append(row)
         attempt.on_call(row)
         if attempt.completion_tokens >= attempt.max_completion_tokens:

@@ -1,5 +1,6 @@
 """One attempt's reply, assembled from SSE events or a whole completion, with the stream's own timestamps."""
 
+import math
 import re
 import time
 from typing import Any
@@ -8,6 +9,23 @@ from soak.llm.integrity import ToolCall, judge_tool_calls
 from soak.record.schema import CallRow, CallStatus
 
 TOOL_TEXT = re.compile(r"<tool_call>|<function=")
+CHARS_PER_TOKEN = 4
+"""The estimate of completion tokens from text when a server reports no usage, so the token cap still holds."""
+
+
+def estimated_tokens(*texts: str) -> int:
+    """About four characters a token, rounded up: the one estimate of tokens from text (soak's calls, the proxy's,
+    the scripted model's)."""
+    return math.ceil(sum(len(text) for text in texts) / CHARS_PER_TOKEN)
+
+
+def counted_tokens(row: CallRow) -> tuple[int, int]:
+    """(completion tokens a token cap counts for this call, how many of them are estimated): the server's count,
+    or without one the estimate from the reply's text, so a server without usage does not make calls free."""
+    if row.completion_tokens is not None:
+        return row.completion_tokens, 0
+    estimated = row.estimated_completion_tokens or 0
+    return estimated, estimated
 
 
 def reasoning_exhausted(
@@ -147,6 +165,9 @@ class Reply:
         content, reasoning, calls = "".join(self.content), "".join(self.reasoning), self.tool_calls()
         finish = self.finish or ""
         usage = self.usage_numbers()
+        estimated = None
+        if usage["completion_tokens"] is None and (status == "ok" or content or reasoning or calls):
+            estimated = estimated_tokens(content, reasoning, *(call.arguments for call in calls))
         integrity = judge_tool_calls(calls, tools, finish) if status == "ok" else "none"
         exhausted = status == "ok" and reasoning_exhausted(
             finish, content, reasoning, bool(calls), usage["completion_tokens"], max_tokens
@@ -167,5 +188,6 @@ class Reply:
             first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
             duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens, finish_reason=finish,
             tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
-            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error, **usage,
+            reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error,
+            estimated_completion_tokens=estimated, **usage,
         )

@@ -8,20 +8,19 @@ reply with a failed status is one failed attempt.
 
 import asyncio
 import json
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.llm.client import CallContext, CallResult, Role
-from soak.llm.reply import Reply
+from soak.llm.reply import Reply, estimated_tokens
 from soak.record.schema import CallRow, CallStatus
 
 
 def tokens_in(text: str) -> int:
-    """The script's token count when a reply names none: about four characters a token."""
-    return math.ceil(len(text) / 4)
+    """The script's token count when a reply names none: the same estimate soak uses without usage."""
+    return estimated_tokens(text)
 
 
 @dataclass
@@ -60,11 +59,12 @@ class ScriptExhausted(AssertionError):
 
 class ScriptedModel:
     """A `ChatModel` that answers with `replies` in order; `asked` keeps every request, `hanging` is set once a
-    `Say(hang=True)` reply is waiting."""
+    `Say(hang=True)` reply is waiting. `usage=False` plays a server that reports no usage (llama-cpp-python's
+    streams): the replies carry no usage chunk."""
 
     def __init__(self, replies: Iterable[Say], *, name: str = "scripted", model: str = "scripted",
-                 max_tokens: int = 1024) -> None:
-        self.name, self._model, self._max_tokens = name, model, max_tokens
+                 max_tokens: int = 1024, usage: bool = True) -> None:
+        self.name, self._model, self._max_tokens, self.usage = name, model, max_tokens, usage
         self.replies = list(replies)
         self.asked: list[Asked] = []
         self.hanging = asyncio.Event()
@@ -126,13 +126,14 @@ class ScriptedModel:
         prompt = say.prompt_tokens
         if prompt is None:
             prompt = tokens_in("".join(str(m.get("content") or "") for m in messages))
-        # The reply as one streamed chunk plus the usage chunk, read by the client's own Reply.
+        # The reply as one streamed chunk plus (unless usage=False) the usage chunk, read by the client's own Reply.
         now = time.perf_counter()
         got.first_byte = now
         delta = {"role": "assistant", "content": say.content, "reasoning_content": say.reasoning, "tool_calls": calls}
         got.event({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, now)
-        got.event({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                            "total_tokens": prompt + completion}}, now)
+        if self.usage:
+            got.event({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                                "total_tokens": prompt + completion}}, now)
         row = emit("ok", say.error)
         return CallResult(content=say.content, reasoning=say.reasoning, tool_calls=got.tool_calls(),
                           finish_reason=row.finish_reason, integrity=row.integrity,

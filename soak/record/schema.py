@@ -104,6 +104,9 @@ class CallRow(Row):
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    estimated_completion_tokens: int | None = None
+    """Set only when the server reported no completion_tokens: the estimate from the reply's text (content,
+    reasoning, tool-call arguments; soak.llm.reply.estimated_tokens) that the token cap counted instead."""
     max_tokens: int | None = None
     finish_reason: str = ""
     tool_calls: int = 0

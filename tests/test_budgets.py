@@ -1,0 +1,138 @@
+"""Budgets that hold: the token cap on a server that reports no usage (estimated from the text, recorded as
+estimated, never a made-up zero), and the wall budget ending an attempt while its tests run (the test process dies
+then, not at its own test timeout)."""
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from soak.agent.loop import run_task
+from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.config import Budgets, Endpoint
+from soak.llm.client import ChatEndpoint
+from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
+from soak.llm.scripted import Say, ScriptedModel
+from soak.paths import builtin_tasks_dir
+from soak.record.schema import CallRow, TaskRow
+from soak.sim.scenario import Scenario, Timing
+from soak.sim.server import SimServer
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import find_task
+
+TASK = "word-frequency"
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> TaskSpec:
+    bank = tmp_path_factory.mktemp("bank")
+    shutil.copytree(builtin_tasks_dir() / TASK, bank / TASK)
+    return find_task(str(bank / TASK))
+
+
+def write(source: str) -> Say:
+    return Say(calls=[("write_file", {"path": "solution.py", "content": source})])
+
+
+# --- the token cap without usage -------------------------------------------------------------------
+
+
+def test_the_estimate_is_four_characters_a_token_rounded_up():
+    assert CHARS_PER_TOKEN == 4
+    assert estimated_tokens("") == 0 and estimated_tokens("abcd") == 1 and estimated_tokens("ab", "cde") == 2
+
+
+def test_token_cap_fires_on_a_scripted_server_without_usage(task: TaskSpec, tmp_path: Path):
+    # Two replies of ~250 estimated tokens each against a cap of 300: the second call spends it.
+    lead = ScriptedModel([Say(calls=[("delegate", {"instructions": "x" * 1000})])], usage=False)
+    coder = ScriptedModel([write(task.reference + "#" * 1000)], usage=False)
+    calls: list[CallRow] = []
+    row = asyncio.run(run_task(
+        task, orchestrator=lead, coder=coder, budgets=Budgets(max_completion_tokens=300), mode="delegate",
+        workdir=tmp_path / "work", run_id="r", cycle=1, on_call=calls.append,
+    ))
+    assert row.outcome == "token_cap", row.error_tail
+    assert "estimated from the text" in row.error_tail and "no usage" in row.error_tail
+    # The record keeps the server's silence: completion_tokens None, the estimate beside it; the task row's
+    # completion_tokens counts reported tokens only.
+    assert [c.completion_tokens for c in calls] == [None, None]
+    assert all(c.estimated_completion_tokens and c.estimated_completion_tokens > 200 for c in calls)
+    assert row.completion_tokens == 0
+    # What is left after the first call is what the second may spend.
+    assert coder.asked[0].max_tokens == 300 - calls[0].estimated_completion_tokens
+
+
+def test_usage_reported_means_no_estimate(task: TaskSpec, tmp_path: Path):
+    lead = ScriptedModel([Say(calls=[("delegate", {"instructions": "go"})]), Say(content="done")])
+    coder = ScriptedModel([write(task.reference), Say(content="done")])
+    calls: list[CallRow] = []
+    row = asyncio.run(run_task(
+        task, orchestrator=lead, coder=coder, budgets=Budgets(), mode="delegate", workdir=tmp_path / "work",
+        run_id="r", cycle=1, on_call=calls.append,
+    ))
+    assert row.outcome == "pass"
+    assert all(c.completion_tokens and c.estimated_completion_tokens is None for c in calls)
+
+
+@pytest.fixture
+def llama_cpp_python_sim(task: TaskSpec):
+    """`soak sim --engine llama-cpp-python`: streams carry no usage."""
+    timing = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
+    with SimServer(Scenario(timing=timing), engine="llama-cpp-python", suite=task.suite) as server:
+        yield server
+
+
+def test_token_cap_fires_on_llama_cpp_python_through_soaks_loop(task: TaskSpec, llama_cpp_python_sim, tmp_path):
+    endpoint = Endpoint(base_url=llama_cpp_python_sim.base_url, model="sim", tool_choice="named", retries=0)
+    chat = ChatEndpoint("sim", endpoint, 5.0)
+    calls: list[CallRow] = []
+
+    async def go() -> TaskRow:
+        try:
+            return await run_task(
+                task, orchestrator=chat, coder=chat, budgets=Budgets(max_completion_tokens=40), mode="delegate",
+                workdir=tmp_path / "work", run_id="r", cycle=1, on_call=calls.append,
+            )
+        finally:
+            await chat.close()
+
+    row = asyncio.run(go())
+    assert row.outcome == "token_cap", (row.outcome, row.error_tail)
+    assert calls and all(c.status == "ok" and c.completion_tokens is None for c in calls)
+    assert sum(c.estimated_completion_tokens or 0 for c in calls) >= 40
+    assert "estimated from the text" in row.error_tail
+    # The server served fewer calls than the budget would have allowed had they been free.
+    assert llama_cpp_python_sim.stats.requests == len(calls) < Budgets().max_calls
+
+
+def test_token_cap_fires_on_llama_cpp_python_through_the_proxy(llama_cpp_python_sim):
+    """An external agent's calls: the proxy counts the same estimate, then refuses the next call."""
+    endpoint = Endpoint(base_url=llama_cpp_python_sim.base_url, model="sim")
+    rows: list[CallRow] = []
+
+    async def go() -> tuple[AttemptBudget, int]:
+        proxy = RecordingProxy("sim", endpoint, None, Budgets())
+        await proxy.start()
+        try:
+            budget = AttemptBudget("r", "t", 1, max_calls=50, max_completion_tokens=20, on_call=rows.append)
+            base_url, token = proxy.open(budget)
+            body = {"model": "sim", "stream": True, "messages": [{"role": "user", "content": "write it"}]}
+            async with httpx2.AsyncClient(timeout=30) as client:
+                statuses = []
+                for _ in range(10):
+                    reply = await client.post(f"{base_url}/chat/completions", json=body,
+                                              headers={"Authorization": f"Bearer {token}"})
+                    statuses.append(reply.status_code)
+                    if reply.status_code == 400:
+                        assert json.loads(reply.text)["error"]["code"] == "token_cap"
+                        break
+            return budget, statuses.count(200)
+        finally:
+            await proxy.stop()
+
+    budget, served = asyncio.run(go())
+    assert budget.ended == "token_cap" and budget.estimated_tokens == budget.completion_tokens >= 20
+    assert served == len(rows) and all(r.completion_tokens is None and r.estimated_completion_tokens for r in rows)
