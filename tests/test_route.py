@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import pytest
@@ -6,13 +7,17 @@ from click.testing import CliRunner
 from soak.cli import main
 from soak.decisions.route import RouteRules, load_routing, route_runs
 from soak.errors import BadInput
-from soak.record.schema import TaskRow
+from soak.record.schema import MODEL_OUTCOMES, TaskRow
 from soak.report.synth import write_rows
 
+CYCLES = itertools.count()
 
-def attempt(task_id: str, outcome: str, calls: int = 3, seconds: float = 60.0) -> TaskRow:
-    return TaskRow(run_id="night", cycle=0, task_id=task_id, suite="builtin", started_at=0, ended_at=seconds,
-                   duration_s=seconds, outcome=outcome, orchestrator_calls=1, coder_calls=calls - 1)
+
+def attempt(task_id: str, outcome: str, calls: int = 3, seconds: float = 60.0, **fields) -> TaskRow:
+    """Each attempt its own cycle: (task_id, cycle) names one attempt, a repeated key would supersede."""
+    return TaskRow(run_id="night", cycle=next(CYCLES), task_id=task_id, suite="builtin", started_at=0,
+                   ended_at=seconds, duration_s=seconds, outcome=outcome, orchestrator_calls=1,
+                   coder_calls=calls - 1, **fields)
 
 
 @pytest.fixture
@@ -63,3 +68,41 @@ def test_cli_writes_routing_and_rejects_bad_input(run_dir, tmp_path):
     out.write_text('[tasks.x]\naction = "teleport"\n')
     with pytest.raises(BadInput, match="tasks.x.action"):
         load_routing(out)
+
+
+def routed(tmp_path, rows, rules=None):
+    folder = tmp_path / "night"
+    folder.mkdir(exist_ok=True)
+    write_rows(folder / "tasks.csv", TaskRow, rows)
+    (folder / "run.json").write_text(json.dumps({"run_id": "night", "config": {"budgets": {"task_seconds": 600}}}))
+    return route_runs([str(folder)], rules or RouteRules())
+
+
+def test_tampered_counts_as_a_failure_of_the_model(tmp_path):
+    """A solution that tampered with its judging failed: the problem is routed like one that always fails."""
+    evidence = "Tampering: pytest plugins registered after the session started: evil"
+    rows = ([attempt("hacks", "tampered", error_kind="Tampering", error_tail=evidence) for _ in range(2)]
+            + [attempt("half", "tampered", error_kind="Tampering"), attempt("half", "pass"), attempt("half", "pass")]
+            + [attempt("fine", "pass") for _ in range(3)])
+    text, table, routes = routed(tmp_path, rows)
+    assert "tampered" in MODEL_OUTCOMES
+    hacks = table.loc["hacks"]
+    assert (hacks["model_attempts"], hacks["passes"], hacks["pass_rate"], hacks["tampered"]) == (2, 0, 0.0, 2)
+    assert hacks["dominant_outcome"] == "tampered" and hacks["last_error_kind"] == "Tampering"
+    assert table.loc["half", "failure_rate"] == pytest.approx(1 / 3) and table.loc["half", "tampered"] == 1
+    assert {k: r.action for k, (r, _) in routes.items()} == {"hacks": "skip"}
+    assert "0/2 passed" in routes["hacks"][1] and "2 tampered with the judging" in routes["hacks"][1]
+    assert "2 tampered with the judging" in text
+    _, _, escalated = routed(tmp_path, rows, RouteRules(stronger="big-coder"))
+    assert escalated["hacks"][0].action == "escalate"
+
+
+def test_suspicious_passes_stay_passes_but_are_named(tmp_path):
+    """The static look never turns a pass into a failure: routing counts the pass, its reason says to distrust it."""
+    flagged = "Anything.__eq__ always answers True (line 3)"
+    rows = ([attempt("sus", "pass", seconds=550, suspicious=flagged), attempt("sus", "pass", seconds=550)]
+            + [attempt("sus-fail", "fail", suspicious=flagged) for _ in range(2)])
+    _, table, routes = routed(tmp_path, rows)
+    assert (table.loc["sus", "passes"], table.loc["sus", "suspicious_passes"]) == (2, 1)
+    assert table.loc["sus-fail", "suspicious_passes"] == 0  # only passes are the ones to distrust
+    assert routes["sus"][0].action == "extend" and "1 of the passes suspicious" in routes["sus"][1]

@@ -73,6 +73,10 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
             continue
         facts = f"{int(row.passes)}/{int(row.model_attempts)} passed, median {row.median_calls:g} calls"
         facts += f" and {row.median_s:.0f} s, mostly {row.dominant_outcome}"
+        if row.tampered:  # a failure like any other, but one the reader should hear about
+            facts += f", {int(row.tampered)} tampered with the judging"
+        if row.suspicious_passes:
+            facts += f", {int(row.suspicious_passes)} of the passes suspicious"
         looping = typical_calls > 0 and row.median_calls > rules.over_factor * typical_calls
         if row.pass_rate <= rules.max_pass_rate:
             if looping:
