@@ -18,8 +18,9 @@ from soak.cli import main
 from soak.record.folder import CsvLog
 from soak.record.read import load_run
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
+from soak.record.summary import OUTCOMES
 from soak.report import aggregate as agg
-from soak.report import series
+from soak.report import charts, series
 from soak.report.render import render_report
 from soak.report.synth import build_run
 
@@ -165,6 +166,58 @@ def test_headline_counts_restarts_mangled_calls_and_pass_at_round(night: Path) -
     assert "self-healing fired 2 times" in " ".join(head["verdicts"])
 
 
+def test_headline_names_tampering_and_suspicious_passes(night: Path) -> None:
+    run = load_run(night)
+    head = agg.headline(run)
+    tasks = run.tasks
+    tampered = int((tasks["outcome"] == "tampered").sum())
+    flagged_passes = int(((tasks["outcome"] == "pass") & (tasks["suspicious"] != "")).sum())
+    assert tampered == head["tampered"] == head["outcomes"]["tampered"] >= 3
+    assert flagged_passes == head["suspicious_passes"] >= 3
+    assert head["suspicious_attempts"] == int((tasks["suspicious"] != "").sum()) > flagged_passes
+    assert head["model_failures"] == head["model_attempts"] - head["passes"] >= tampered  # counts against the model
+    assert head["trusted_pass_rate"] == pytest.approx((head["passes"] - flagged_passes) / head["model_attempts"])
+    lines = " | ".join(head["verdicts"])
+    assert f"{tampered} attempts tampered with their judging (counted as model failures" in lines
+    assert f"{flagged_passes} passes to distrust" in lines
+
+
+def test_tampered_and_suspicious_tables() -> None:
+    tasks = pd.DataFrame([t.model_dump() for t in [
+        task(task_id="a", outcome="tampered", error_kind="Tampering", ended_at=120, cycle=0,
+             error_tail="Tampering: the solution changed the test files\n0 of 3 tests passed"),
+        task(task_id="a", outcome="tampered", error_kind="Tampering", ended_at=130, cycle=1,
+             error_tail="Tampering: hook pytest_runtest_makereport added"),
+        task(task_id="a", outcome="pass", ended_at=140, cycle=2),
+        task(task_id="b", outcome="fail", suspicious="imports gc (line 1)", ended_at=111),
+        task(task_id="b", outcome="pass", suspicious="imports gc (line 1); module-level __getattr__ (line 4)",
+             ended_at=150, cycle=1),
+        task(task_id="c", outcome="tampered", error_kind="Tampering", ended_at=115),
+    ]])
+    tampered = agg.tampered_attempts(tasks)
+    assert tampered["task_id"].tolist() == ["a", "a", "c"]
+    assert tampered["evidence"].iloc[0].startswith("Tampering: the solution changed the test files")
+    assert tampered["evidence"].iloc[2] == "(no evidence recorded)"
+    flagged = agg.suspicious_attempts(tasks)
+    assert flagged["outcome"].tolist() == ["pass", "fail"]  # the passes to distrust first
+    assert flagged["reasons"].iloc[0] == ["imports gc (line 1)", "module-level __getattr__ (line 4)"]
+    table = agg.per_problem(tasks).set_index("task_id")
+    assert table.loc["a", "tampered"] == 2 and table.loc["a", "failure_rate"] == pytest.approx(2 / 3)
+    assert table.loc["a", "tampering"] == "Tampering: hook pytest_runtest_makereport added"  # the latest
+    assert table.loc["c", "failure_rate"] == 1.0 and table.loc["c", "tampered"] == 1
+    assert (table.loc["b", "suspicious_passes"], table.loc["b", "tampered"]) == (1, 0)
+    assert table.loc["b", "suspicion"].endswith("module-level __getattr__ (line 4)")
+    assert table.loc["a", "suspicion"] == "" and table.loc["b", "tampering"] == ""
+
+
+def test_tampered_has_its_own_colour_in_schema_order() -> None:
+    colours = charts.OUTCOME_COLOURS
+    assert set(colours) == set(OUTCOMES)
+    assert colours["tampered"] not in {c for o, c in colours.items() if o != "tampered"}
+    assert charts.outcome_order(["infra_error", "tampered", "pass", "fail", "new"]) == [
+        "pass", "fail", "tampered", "infra_error", "new"]
+
+
 def test_memory_verdict_says_grew_past_the_threshold() -> None:
     frame = pd.DataFrame([SampleRow(run_id="r", at=t * 60.0, source="host", metric=m, value=v).model_dump()
                           for t in range(100) for m, v in [("mem_available_bytes", 8 * 2**30 - t * 20 * 2**20),
@@ -192,6 +245,29 @@ def test_render_escapes_run_text_and_stays_offline(night: Path, tmp_path: Path) 
     assert plt.get_fignums() == []
     summary = json.loads((out.parent / "summary.json").read_text())
     assert summary["report"] == "night.html" and summary["runs"][0]["restarts"] == 2
+    assert summary["runs"][0]["tampered"] >= 3 and summary["runs"][0]["suspicious_passes"] >= 3
+
+
+def test_render_shows_tampering_and_suspicious_passes_escaped(night: Path, tmp_path: Path) -> None:
+    head = agg.headline(load_run(night))
+    html = render_report([night], tmp_path / "night.html").read_text()
+    judging = html[html.index('id="r1-judging"'):html.index('id="r1-problems"')]
+    assert f"{head['tampered']} attempts tampered with their judging</h3>" in judging
+    assert f"{head['suspicious_passes']} suspicious passes (" in judging
+    # the evidence and the reasons, escaped: a hostile tail cannot close the <pre> nor run a script
+    assert "Tampering: conftest.py added: &lt;script&gt;alert(&#39;tamper&#39;)&lt;/script&gt;" in judging
+    assert "&lt;/pre&gt;&lt;i&gt;not italic&lt;/i&gt;" in judging and "<i>not italic</i>" not in html
+    assert "&lt;script&gt;alert(&#34;sus&#34;)&lt;/script&gt;" in judging
+    assert "<li>imports pytest (line 1)</li>" in judging
+    assert 'class="flag">pass ⚠</span>' in judging
+    headline = html[html.index('id="r1-headline"'):html.index('id="r1-durations"')]
+    assert "tampered with their judging</a>" in headline and "suspicious passes</a>" in headline
+    assert f"<li>{head['tampered']} attempts tampered with their judging" in headline
+    problems = html[html.index('id="r1-problems"'):html.index('id="r1-timeline"')]
+    assert "<th>judging</th>" in problems and 'class="flag">tampered ' in problems
+    assert "<summary>evidence</summary><pre>Tampering: conftest.py added: &lt;script&gt;" in problems
+    assert 'class="flag">suspicious passes ' in problems
+    assert "<script" not in html.lower()
 
 
 @pytest.mark.parametrize("n_tasks", [0, 1])

@@ -12,7 +12,9 @@ from soak.record.summary import OUTCOMES, problem_table, span_text, with_calls
 from soak.report import series
 
 PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",
-                "outcomes", "last_error_kind", "route"]
+                "outcomes", "last_error_kind", "route", "tampered", "suspicious_passes", "tampering", "suspicion"]
+TAMPERING_KIND = "Tampering"
+"""error_kind of a tampered attempt; its error_tail says what was changed."""
 TOOL_VERDICTS_OK = ("ok", "none")
 MEMORY_VERDICT_HOURS = 0.5
 """Below this the host's own noise (other processes, page cache) outweighs any trend of the stack."""
@@ -100,8 +102,41 @@ def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, f
 
 
 def per_problem(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The report's view of soak.record.summary.problem_table (what routing reads): task_id as a column."""
-    return problem_table(tasks).reset_index()[PROBLEM_VIEW]
+    """The report's view of soak.record.summary.problem_table (what routing reads): task_id as a column, plus the
+    evidence of the latest tampered attempt (`tampering`) and the reasons of the latest suspicious pass
+    (`suspicion`), empty when none."""
+    table = problem_table(tasks).reset_index()
+    latest = tasks.sort_values("ended_at", kind="stable")
+    tampered = tampered_attempts(latest)
+    flagged = suspicious_attempts(latest)
+    table["tampering"] = table["task_id"].map(tampered.groupby("task_id")["evidence"].last()).fillna("")
+    table["suspicion"] = table["task_id"].map(
+        flagged[flagged["outcome"] == "pass"].groupby("task_id")["suspicious"].last()).fillna("")
+    return table[PROBLEM_VIEW]
+
+
+def suspicious_column(tasks: pd.DataFrame) -> pd.Series:
+    return tasks["suspicious"].fillna("").astype(str) if "suspicious" in tasks else pd.Series("", index=tasks.index)
+
+
+def tampered_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Attempts judged `tampered`, with the evidence (what the solution changed) from their error tail."""
+    rows = tasks[tasks["outcome"] == "tampered"]
+    evidence = rows["error_tail"].fillna("").astype(str).str.strip()
+    return pd.DataFrame({
+        "task_id": rows["task_id"], "cycle": rows["cycle"], "session": rows["session"], "ended_at": rows["ended_at"],
+        "error_kind": rows["error_kind"], "evidence": evidence.where(evidence != "", "(no evidence recorded)"),
+    }).reset_index(drop=True)
+
+
+def suspicious_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Attempts whose solution the static look flagged, passes first (the ones to distrust), then by time."""
+    flagged = tasks.assign(suspicious=suspicious_column(tasks))
+    flagged = flagged[flagged["suspicious"] != ""]
+    flagged = flagged.assign(passed=flagged["outcome"] != "pass").sort_values(["passed", "ended_at"], kind="stable")
+    out = flagged[["task_id", "cycle", "session", "outcome", "ended_at", "suspicious"]].reset_index(drop=True)
+    out["reasons"] = [[r for r in text.split("; ") if r] for text in out["suspicious"]]
+    return out
 
 
 def call_status(calls: pd.DataFrame) -> pd.DataFrame:
@@ -200,12 +235,14 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
     model_attempts = int(tasks["outcome"].isin(MODEL_OUTCOMES).sum())
     passes = int(outcomes.get("pass", 0))
     passed = tasks[tasks["outcome"] == "pass"]
+    flagged = suspicious_column(tasks) != ""
+    suspicious_passes = int((flagged & (tasks["outcome"] == "pass")).sum())
     rounds_known = model_attempts > 0 and bool((tasks["rounds"] > 0).any())
     mangled = int((~calls["integrity"].isin(TOOL_VERDICTS_OK)).sum()) if not calls.empty else int(
         tasks["mangled_tool_calls"].sum())
     exhausted = int(calls["reasoning_exhausted"].sum()) if not calls.empty else int(tasks["reasoning_exhausted"].sum())
     memory = series.memory_trend(run.samples)
-    flagged, _ = over_iteration(tasks, k)
+    over, _ = over_iteration(tasks, k)
     last = run.sessions[-1] if run.sessions else {}
     figures = {
         "run_id": run.run_id, "started_at": start, "ended_at": run.meta.get("ended_at"), "running": run.running,
@@ -216,12 +253,15 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,
         "model_failures": model_attempts - passes, "infra_errors": int(outcomes.get("infra_error", 0)),
+        "tampered": int(outcomes.get("tampered", 0)), "suspicious_passes": suspicious_passes,
+        "suspicious_attempts": int(flagged.sum()),
+        "trusted_pass_rate": (passes - suspicious_passes) / model_attempts if model_attempts else None,
         "harness_errors": int(outcomes.get("harness_error", 0)), "cancelled": int(outcomes.get("cancelled", 0)),
         "pass_at_round_1": int((passed["rounds"] <= 1).sum()) / model_attempts if rounds_known else None,
         "pass_at_round_2": int((passed["rounds"] <= 2).sum()) / model_attempts if rounds_known else None,
         "restarts": int((events["kind"] == "restart").sum()), "downs": int((events["kind"] == "down").sum()),
         "health_fails": int((events["kind"] == "health_fail").sum()), "calls": len(calls),
-        "mangled_tool_calls": mangled, "reasoning_exhausted": exhausted, "over_iteration": len(flagged),
+        "mangled_tool_calls": mangled, "reasoning_exhausted": exhausted, "over_iteration": len(over),
         "duration_s": duration_stats(tasks), "ttft_s": quantiles(calls["ttft_s"]),
         "decode_tps": quantiles(calls["decode_tps"]),
         "memory": {row["series"]: {"growth_mb": row["growth_mb"], "hours": row["hours"]}
@@ -261,11 +301,24 @@ def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     lines.append(f"self-healing fired {h['restarts']} times ({h['downs']} down, {h['health_fails']} health failures)")
     lines.append(f"mangled tool calls: {h['mangled_tool_calls']} of {h['calls']} calls")
     lines.append(f"reasoning ate the budget: {h['reasoning_exhausted']} calls")
+    lines.append(f"{plural(h['tampered'], 'attempt')} tampered with their judging"
+                 + (" (counted as model failures; evidence under Judging)" if h["tampered"] else ""))
+    if h["suspicious_passes"] or h["suspicious_attempts"]:
+        rate = h["trusted_pass_rate"]
+        without = f"; pass rate without them {rate:.0%}" if rate is not None else ""
+        lines.append(f"{plural(h['suspicious_passes'], 'pass', 'passes')} to distrust: the static look flagged their"
+                     f" solution ({plural(h['suspicious_attempts'], 'flagged attempt')} in all{without})")
+    else:
+        lines.append("suspicious passes: none (the static look flagged no judged solution)")
     lines.append(f"infra errors: {h['infra_errors']} tasks vs model failures: {h['model_failures']} tasks"
                  + (f" (harness errors: {h['harness_errors']})" if h["harness_errors"] else ""))
     if h["pass_at_round_1"] is not None:
         lines.append(f"pass@round-1 {h['pass_at_round_1']:.0%}, pass@round-2 {h['pass_at_round_2']:.0%}")
     return lines
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def jsonable(value: Any) -> Any:

@@ -97,6 +97,16 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     return examples
 
 
+def judging_view(tasks: pd.DataFrame) -> dict[str, Any]:
+    """The attempts that tampered with their judging (with the evidence) and those the static look flagged."""
+    tampered = agg.tampered_attempts(tasks.sort_values("ended_at", kind="stable"))
+    flagged = agg.suspicious_attempts(tasks)
+    passes = flagged[flagged["outcome"] == "pass"]
+    return {"tampered": records(tampered, TABLE_ROWS), "tampered_total": len(tampered),
+            "suspicious": records(flagged, TABLE_ROWS), "suspicious_total": len(flagged),
+            "suspicious_passes": len(passes)}
+
+
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
@@ -122,6 +132,7 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
             "over": records(flagged, 50), "over_total": len(flagged), "threshold": agg.clean(threshold), "k": k,
         },
         "problems": records(problems, TABLE_ROWS), "problems_total": len(problems),
+        "judging": judging_view(tasks),
         "timeline": timeline(run, clock),
         "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
         "server": server_charts(run, clock),

@@ -21,6 +21,16 @@ HOSTILE_CODE = "print('<script>alert(1)</script>')"
 TRANSCRIPTS = 40
 """Tasks that get a transcript of their broken tool calls (the report shows the first few)."""
 HOSTILE_TAIL = "AssertionError: got '<script>alert(\"pwned\")</script>' & friends\n</pre><b>not bold</b>"
+TAMPERED_EVERY, TAMPERED_AT = 29, 13
+"""Attempt i with i % 29 == 13 (unless an infra error) tampered with its judging."""
+SUSPICIOUS_EVERY, SUSPICIOUS_AT = 11, 4
+"""Attempt i with i % 11 == 4 carries reasons from the static look (a pass then is a suspicious pass)."""
+TAMPER_TAIL = ("Tampering: pytest plugins registered after the session started: solution_plugin\n"
+               "hook pytest_runtest_makereport added\n3 of 5 tests passed")
+HOSTILE_TAMPER_TAIL = "Tampering: conftest.py added: <script>alert('tamper')</script>\n</pre><i>not italic</i>"
+SUSPICIOUS = "Anything.__eq__ always answers True (line 3); imports gc (line 1)"
+HOSTILE_SUSPICIOUS = ("names the test harness or files ('<script>alert(\"sus\")</script>') (line 2); "
+                      "imports pytest (line 1)")
 
 
 def write_rows(path: Path, model: type[Row], rows: Iterable[Row]) -> None:
@@ -66,10 +76,17 @@ def build_run(
         duration = 600 + rng.random() * 5 if outcome == "timeout" else min(
             rng.lognormvariate(4.0, 0.6) * (1 + n_calls / 10), 599.0)
         rounds = 1 if outcome == "pass" and rng.random() < 0.7 else 2
+        if i % TAMPERED_EVERY == TAMPERED_AT and outcome != "infra_error":
+            outcome = "tampered"
         kind = {"fail": "AssertionError", "timeout": "budget", "call_cap": "call_cap", "no_artifact": "no_artifact",
-                "infra_error": "ConnectionError"}.get(outcome, "")
+                "infra_error": "ConnectionError", "tampered": "Tampering"}.get(outcome, "")
         tail = HOSTILE_TAIL if hostile and outcome == "fail" else (
             f"test_solution.py:{10 + i % 7}: in test_case\n    assert solve() == {i % 5}\n{kind}" if kind else "")
+        if outcome == "tampered":
+            tail = HOSTILE_TAMPER_TAIL if hostile else TAMPER_TAIL
+        suspicious = ""
+        if i % SUSPICIOUS_EVERY == SUSPICIOUS_AT and outcome != "infra_error":
+            suspicious = HOSTILE_SUSPICIOUS if hostile else SUSPICIOUS
         mangled = exhausted = 0
         broken: list[dict[str, str]] = []
         for c in range(n_calls):
@@ -112,7 +129,7 @@ def build_run(
             coder_calls=n_calls - orchestrator_calls, delegations=rounds, prompt_tokens=3000 * n_calls,
             completion_tokens=400 * n_calls, tests_passed=5 if outcome == "pass" else 2, tests_total=5,
             test_seconds=1.5, error_kind=kind, error_tail=tail, mangled_tool_calls=mangled,
-            reasoning_exhausted=exhausted, orchestrator_model=model, coder_model=model,
+            reasoning_exhausted=exhausted, orchestrator_model=model, coder_model=model, suspicious=suspicious,
         ))
     if in_progress:
         task_rows = [t for t in task_rows if t.ended_at < START + hours * 3600 * 0.9]
