@@ -245,23 +245,29 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
 @click.option("--quiet", is_flag=True, help="One line per finished task instead of the live view (for logs).")
 @click.option("--resume", "resume", metavar="RUN_ID",
               help="Continue a stopped or crashed run with its own config; --hours/--minutes/--tasks count from now.")
+@click.option("--retry", "retry", metavar="OUTCOMES",
+              help="With --resume: run again the attempts that ended so (comma-separated: infra_error, "
+                   "harness_error, agent_error); each new row supersedes the old one, which stays in tasks.csv.")
 @click.option("--detach", is_flag=True, help="Run in the background (own session, log in the run folder).")
 @click.option("--detached", is_flag=True, hidden=True)
 def run(config_path: Path | None, hours: float | None, minutes: float | None, max_tasks: int | None,
         suite: str | None, concurrency: int | None, seed: int | None, run_id: str | None, mode: str | None,
         agent_name: str | None, base_url: str | None, model: str | None, routing: Path | None,
-        metrics_port: int | None, quiet: bool, resume: str | None, detach: bool, detached: bool) -> None:
+        metrics_port: int | None, quiet: bool, resume: str | None, retry: str | None, detach: bool,
+        detached: bool) -> None:
     """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
 
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
     budget stopped it, 2 on bad input, 130 on Ctrl-C / SIGTERM (resume it with --resume RUN_ID).
     """
     from soak.night.lifecycle import RunOptions, run_command
+    from soak.night.plan import parse_retry
 
     options = RunOptions(
         config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
         seed=seed, run_id=run_id, mode=mode, agent=agent_name, base_url=base_url, model=model, routing=routing,
-        metrics_port=metrics_port, quiet=quiet, resume=resume, detach=detach, detached=detached,
+        metrics_port=metrics_port, quiet=quiet, resume=resume, retry=parse_retry(retry), detach=detach,
+        detached=detached,
     )
     sys.exit(run_command(options))
 

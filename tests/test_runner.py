@@ -408,7 +408,7 @@ def write_bank(root: Path, count: int = 6) -> str:
     return f"dir:{root}"
 
 
-def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None):
+def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None, stop=None):
     """Passes exactly the reference solution: the serving side is under test here, not pytest."""
     from soak.sandbox.judge import Verdict
 
@@ -729,3 +729,126 @@ def test_detach_status_stop_from_other_processes(tmp_path):
     assert len(rows) >= 2 and all(r.outcome in ("pass", "cancelled") for r in rows)
     assert (folder.path / "runner.log").is_file() and not (folder.path / "runner.pid").exists()
     assert not [p for p in folder.path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+
+# --- requeue: --resume RUN --retry OUTCOMES --------------------------------------------------------
+
+
+def test_retry_reruns_those_outcomes_and_the_new_rows_supersede_the_old(tmp_path):
+    from soak.night.progress import RunStats
+    from soak.record.read import load_run
+    from soak.record.summary import problem_table
+
+    folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=2), concurrency=2)
+    first = {"task-1": "infra_error", "task-2": "harness_error", "task-3": "fail"}
+    end, _ = run(folder, info, config, FakeTasks(outcome=lambda t, n: first.get(t, "pass")))
+    assert end.reason == "cycles" and len(tasks_of(folder)) == 12
+    (folder.path / "work" / "task-1" / "1" / "kept.txt").write_text("the infra error's evidence")
+
+    retried = FakeTasks()
+    runner_tasks = make_tasks()
+    folder.open()
+    try:
+        runner = Runner(folder, folder.read_info(), config, runner_tasks, retried, readiness=Never(),
+                        retry=("infra_error",))
+        assert runner.schedule.taken == 10
+        end = asyncio.run(runner.run())
+    finally:
+        folder.close()
+    # Only the infra errors ran again (one per cycle); harness_error was not asked for, fail never is.
+    assert sorted((c, t) for c, t, _ in retried.started) == [(1, "task-1"), (2, "task-1")]
+    rows = tasks_of(folder)
+    assert len(rows) == 14  # nothing deleted: both rows of each retried attempt stay in tasks.csv
+    assert [(r.outcome, r.session) for r in rows if r.task_id == "task-1"][-2:] == [("pass", 1), ("pass", 1)]
+    assert sorted(r.outcome for r in rows if r.task_id == "task-1") == ["infra_error", "infra_error", "pass", "pass"]
+    assert_calls_add_up(folder)
+    # Every aggregate counts the new row alone: the record reader, the problem table, status counts.
+    record = load_run(folder.path)
+    assert len(record.tasks) == 12 and set(record.tasks.loc[record.tasks["task_id"] == "task-1", "outcome"]) == {
+        "pass"}
+    assert any("2 rows superseded" in note for note in record.notes)
+    table = problem_table(record.tasks)
+    assert table.loc["task-1", "attempts"] == 2 and table.loc["task-1", "infra_errors"] == 0
+    assert table.loc["task-2", "outcomes"] == "harness_error 2"
+    stats = RunStats.from_folder(folder.path, folder.read_info())
+    assert stats.done == 12 and stats.outcomes["infra_error"] == 0 and stats.outcomes["harness_error"] == 2
+    # The superseded attempt's work folder is kept beside the new one.
+    assert (folder.path / "work" / "task-1" / "1.session-0" / "kept.txt").is_file()
+    assert (folder.path / "work" / "task-1" / "1").is_dir()
+    resume = [e for e in read_rows(folder.path / "events.csv", EventRow) if e.kind == "resume"][0]
+    assert "2 to retry (infra_error)" in resume.detail
+
+    # A later resume without --retry runs nothing again: the retried attempts are done now.
+    again = FakeTasks()
+    run(folder, folder.read_info(), config, again)
+    assert again.started == []
+
+
+def test_live_stats_replace_a_superseded_outcome():
+    from soak.night.progress import RunStats
+
+    stats = RunStats(RunInfo(run_id="r", created_at=0, config={}, limits=RunLimits()))
+    row = TaskRow(run_id="r", cycle=1, task_id="t", suite="s", started_at=0, ended_at=1, duration_s=1,
+                  outcome="infra_error")
+    stats.task(row)
+    stats.task(row.model_copy(update={"session": 1, "outcome": "pass"}))
+    assert dict(stats.outcomes) == {"pass": 1} and stats.done == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--retry", "infra_error"], "--resume"),
+    (["--resume", "r", "--retry", "fail"], "re-roll"),
+    (["--resume", "r", "--retry", "bogus"], "unknown outcome"),
+])
+def test_retry_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, message):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    new_folder(tmp_path / "data", RunLimits(max_tasks=1), run_id="r")
+    suite = [] if "--resume" in args else ["--suite", write_bank(tmp_path / "bank", 1)]
+    result = invoke("run", *args, *suite)
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_retry_on_the_sim_reruns_infra_errors_and_every_aggregate_counts_the_new_row(tmp_path, monkeypatch):
+    """A real `soak run` on `soak sim` whose 5xx faults exhaust the retries of the first calls (infra_error), then
+    `soak run --resume RUN --retry infra_error`: the CSV keeps both rows, every aggregate counts the new one."""
+    from soak.decisions.compare import compare_runs
+    from soak.decisions.route import RouteRules, route_runs
+    from soak.record.read import load_run
+    from soak.record.summary import problem_table
+    from soak.sim.server import Scenario, SimServer
+
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr("soak.agent.loop.judge_solution", reference_judge)  # the serving side is under test
+    suite = write_bank(tmp_path / "bank", 2)
+    scenario = Scenario.model_validate({
+        "timing": {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 64},
+        "faults": [{"kind": "http_500", "at_requests": [1, 2]}],
+    })
+    with SimServer(scenario, suite=suite) as sim:
+        config = tmp_path / "soak.toml"
+        config.write_text(
+            f'suite = "{suite}"\nconcurrency = 1\n[endpoints.default]\nbase_url = "{sim.base_url}"\n'
+            'model = "soak-sim"\nretries = 1\nretry_backoff_seconds = 0.01\n'
+        )
+        result = invoke("run", "--config", str(config), "--run-id", "night", "--quiet")
+        assert result.exit_code == 0, result.output
+        folder = tmp_path / "data" / "night"
+        before = tasks_of(RunFolder(folder))
+        assert sorted(r.outcome for r in before) == ["infra_error", "pass"], [(r.outcome, r.error_tail) for r in before]
+        failed = next(r for r in before if r.outcome == "infra_error")
+
+        result = invoke("run", "--resume", "night", "--retry", "infra_error", "--quiet")
+        assert result.exit_code == 0, result.output
+    rows = tasks_of(RunFolder(folder))
+    assert len(rows) == 3 and rows[:2] == before  # appended, nothing rewritten or deleted
+    assert (rows[2].task_id, rows[2].cycle, rows[2].session, rows[2].outcome) == (failed.task_id, 1, 1, "pass")
+    record = load_run(folder)
+    assert list(record.tasks["outcome"]) == ["pass", "pass"]
+    table = problem_table(record.tasks)
+    assert (table["attempts"] == 1).all() and (table["infra_errors"] == 0).all() and (table["pass_rate"] == 1).all()
+    status = invoke("status", "night").output
+    assert "2 done" in status and "infra_error" not in status
+    comparison = compare_runs(str(folder), str(folder))
+    assert (comparison.a.passes, comparison.a.attempts) == (2, 2)
+    _, routed_table, _ = route_runs([str(folder)], RouteRules())
+    assert (routed_table["attempts"] == 1).all() and (routed_table["infra_errors"] == 0).all()

@@ -78,11 +78,13 @@ def all_runs() -> list[tuple[RunFolder, RunInfo]]:
 
 def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Console | None = None) -> int:
     """`soak run`: start, resume or detach; returns the exit code."""
+    if opts.retry and not opts.resume:
+        raise BadInput("--retry re-runs attempts of a run: give it with --resume RUN_ID")
     folder, info, config, tasks = reopen_run(opts) if opts.resume else new_run(opts)
     if opts.detach:
         return detach(folder, opts, console or Console())
     end = run_night(folder, info, config, tasks, task_fn=task_fn, quiet=opts.quiet, metrics_port=opts.metrics_port,
-                  detached=opts.detached, console=console)
+                  detached=opts.detached, console=console, retry=opts.retry)
     return end.exit_code
 
 
@@ -107,6 +109,8 @@ def detach(folder: RunFolder, opts: RunOptions, console: Console) -> int:
             "--quiet", "--detached"]
     if opts.metrics_port is not None:
         argv += ["--metrics-port", str(opts.metrics_port)]
+    if opts.retry:
+        argv += ["--retry", ",".join(opts.retry)]
     env = {**os.environ, "SOAK_DATA_DIR": str(data_dir().resolve())}
     with open(folder.path / LOG_FILE, "ab") as log:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,

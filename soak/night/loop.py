@@ -7,7 +7,7 @@ import signal
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from shutil import rmtree
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder, clean_text
-from soak.record.read import read_rows
+from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 from soak.tasks.spec import TaskSpec
 
@@ -36,6 +36,13 @@ class Attempt:
 
 TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
 """Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
+
+
+def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[tuple[int, str]]:
+    """(cycle, task_id) of the attempts a session does not run again: those whose row that counts
+    (soak.record.read.latest_attempts) is neither cancelled nor of an outcome to `retry`."""
+    again = {"cancelled", *retry}
+    return {(r.cycle, r.task_id) for r in attempts if r.outcome not in again}
 
 
 class Readiness(Protocol):
@@ -76,6 +83,15 @@ class Schedule:
     @property
     def end_reason(self) -> str:
         return "tasks" if self.limits.max_tasks is not None and self.taken >= self.limits.max_tasks else "cycles"
+
+
+def unused(path: Path) -> Path:
+    """`path`, or the first of `path.1`, `path.2`, ... that does not exist."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
 
 
 class InfraWindow:
@@ -123,14 +139,18 @@ class Runner(RowListener):
 
     def __init__(
         self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn, *,
-        readiness: Readiness, detached: bool = False,
+        readiness: Readiness, detached: bool = False, retry: Iterable[str] = (),
     ):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
         self.readiness = readiness
         """What a pause waits on (soak.session: the stack supervisor and/or an endpoint probe)."""
         self.session = len(info.sessions)
-        finished = [r for r in read_rows(folder.path / "tasks.csv", TaskRow) if r.outcome != "cancelled"]
-        self.schedule = Schedule(tasks, config.seed, info.limits, {(r.cycle, r.task_id) for r in finished})
+        self.retry = frozenset(retry)
+        """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
+        attempts = read_attempts(folder.path / "tasks.csv")
+        self.retried = {(r.cycle, r.task_id): r.session for r in attempts if r.outcome in self.retry}
+        """(cycle, task_id) -> session of the row a retry supersedes (its work folder is kept under that name)."""
+        self.schedule = Schedule(tasks, config.seed, info.limits, finished_attempts(attempts, self.retry))
         self.budget = InfraWindow(config.error_budget)
         self.in_flight: dict[str, InFlight] = {}
         self.end: RunEnd | None = None
@@ -166,8 +186,9 @@ class Runner(RowListener):
         )
         repaired = {log.path.name: log.repaired_bytes for log in self.folder.logs if log.repaired_bytes}
         left = "" if self.deadline_at is None else f", {max(0.0, self.deadline_at - time.time()):.0f} s left"
+        retried = f", {len(self.retried)} to retry ({', '.join(sorted(self.retry))})" if self.retry else ""
         return (
-            f"session {self.session}: {self.schedule.taken} attempts already finished{left}; "
+            f"session {self.session}: {self.schedule.taken} attempts already finished{retried}{left}; "
             f"{orphans} calls of attempts cut short kept; torn rows cut: {repaired or 'none'}"
         )
 
@@ -248,6 +269,9 @@ class Runner(RowListener):
 
     async def attempt(self, cycle: int, task: TaskSpec) -> None:
         workdir = self.folder.work_dir(task.id, cycle)
+        superseded = self.retried.pop((cycle, task.id), None)
+        if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
+            workdir.rename(unused(workdir.with_name(f"{cycle}.session-{superseded}")))
         if workdir.exists():  # a redo after a crash or a cancel starts clean
             rmtree(workdir)
         workdir.mkdir(parents=True)

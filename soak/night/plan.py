@@ -9,7 +9,7 @@ import socket
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import psutil
 from pydantic import BaseModel, ValidationError
@@ -17,8 +17,9 @@ from pydantic import BaseModel, ValidationError
 from soak.config import SoakConfig, load_config, redact, with_cli_endpoint
 from soak.errors import BadInput
 from soak.files import describe_validation_error
-from soak.record.read import read_rows
-from soak.record.schema import RunInfo, RunLimits, TaskRow
+from soak.night.loop import finished_attempts
+from soak.record.read import read_attempts
+from soak.record.schema import MODEL_OUTCOMES, Outcome, RunInfo, RunLimits
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
 
@@ -45,6 +46,8 @@ class RunOptions(BaseModel):
     metrics_port: int | None = None
     quiet: bool = False
     resume: str | None = None
+    retry: tuple[str, ...] = ()
+    """`--retry OUTCOMES` (with --resume): run the attempts that ended so again; the new rows supersede the old."""
     detach: bool = False
     detached: bool = False
     """Set in the child a detached run starts."""
@@ -156,6 +159,23 @@ def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]
     return info, config, tasks
 
 
+RETRYABLE_OUTCOMES = tuple(o for o in get_args(Outcome) if o not in MODEL_OUTCOMES)
+"""What `--retry` may name: outcomes that say something about the stack or the harness, not the model. A verdict
+on the model (fail, timeout, ...) is never re-rolled into a better one."""
+
+
+def parse_retry(text: str | None) -> tuple[str, ...]:
+    """`--retry infra_error,harness_error` -> the outcomes, checked."""
+    names = tuple(dict.fromkeys(part.strip() for part in (text or "").split(",") if part.strip()))
+    for name in names:
+        if name in MODEL_OUTCOMES:
+            raise BadInput(f"--retry {name}: a verdict on the model is not re-run (that would re-roll it); "
+                           f"retry one of {', '.join(RETRYABLE_OUTCOMES)}")
+        if name not in RETRYABLE_OUTCOMES:
+            raise BadInput(f"--retry: unknown outcome '{name}' (retryable: {', '.join(RETRYABLE_OUTCOMES)})")
+    return names
+
+
 def refuse_resume_flags(opts: RunOptions) -> None:
     given = [f"--{name.replace('_', '-')}" for name in RESUME_FLAGS if getattr(opts, name) is not None]
     if given:
@@ -177,7 +197,7 @@ def plan_resume(opts: RunOptions, info: RunInfo, folder: Path) -> tuple[RunInfo,
     limits = opts.limits()
     tasks = select_tasks(config, info.routing)
     if limits is not None:
-        done = sum(row.outcome != "cancelled" for row in read_rows(folder / "tasks.csv", TaskRow))
+        done = len(finished_attempts(read_attempts(folder / "tasks.csv"), opts.retry))
         info = info.model_copy(update={"limits": RunLimits(
             duration_seconds=None if limits.duration_seconds is None else info.active_seconds + limits.duration_seconds,
             max_tasks=None if limits.max_tasks is None else done + limits.max_tasks,

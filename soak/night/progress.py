@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soak.record.folder import RowListener
-from soak.record.read import read_rows
+from soak.record.read import read_attempts, read_rows
 from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
 from soak.record.summary import span_text
 
@@ -26,6 +26,8 @@ class RunStats(RowListener):
     def __init__(self, info: RunInfo):
         self.info = info
         self.outcomes: Counter[str] = Counter()
+        self.latest: dict[tuple[str, int], str] = {}
+        """(task_id, cycle) -> the outcome that counts for that attempt."""
         self.calls = 0
         self.recent_calls: deque[float] = deque()
         self.in_flight: Callable[[], dict[str, float]] = lambda: dict.fromkeys(self.info.in_flight, 0.0)
@@ -37,7 +39,7 @@ class RunStats(RowListener):
     def from_folder(cls, path: Path, info: RunInfo, with_calls: bool = True) -> "RunStats":
         """Totals so far from the CSVs (all sessions); `soak runs` skips the larger calls.csv."""
         stats = cls(info)
-        for row in read_rows(path / "tasks.csv", TaskRow):
+        for row in read_attempts(path / "tasks.csv"):
             stats.task(row)
         for row in read_rows(path / "calls.csv", CallRow) if with_calls else ():
             stats.call(row)
@@ -52,6 +54,14 @@ class RunStats(RowListener):
         return sessions[-1].started_at + max(0.0, duration_seconds - sum(s.active_seconds for s in sessions[:-1]))
 
     def task(self, row: TaskRow) -> None:
+        """One attempt's row; a later row of the same (task_id, cycle), a retry's, supersedes the earlier one
+        (soak.record.read.latest_attempts)."""
+        key = (row.task_id, row.cycle)
+        if (earlier := self.latest.get(key)) is not None:
+            self.outcomes[earlier] -= 1
+            if not self.outcomes[earlier]:
+                del self.outcomes[earlier]
+        self.latest[key] = row.outcome
         self.outcomes[row.outcome] += 1
         self.cycle = max(self.cycle, row.cycle)
 

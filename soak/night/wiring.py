@@ -137,18 +137,19 @@ class AgentTasks:
 def run_night(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
     quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
-    judge: Callable[..., Any] | None = None,
+    judge: Callable[..., Any] | None = None, retry: tuple[str, ...] = (),
 ) -> RunEnd:
     """Run one session in the foreground, with the pid file in place while it runs.
 
-    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox.
+    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox; `retry` names
+    the outcomes whose attempts this session runs again.
     """
     console = console or Console()
     folder.open()
     write_pid(folder)
     try:
         return asyncio.run(
-            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge)
+            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry)
         )
     except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
         return RunEnd("signal", "interrupted while starting")
@@ -160,6 +161,7 @@ def run_night(
 async def session(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
     quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
+    retry: tuple[str, ...] = (),
 ) -> RunEnd:
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
@@ -210,7 +212,7 @@ async def session(
             agent = AgentTasks(config, info.routing, judge)
             cleanup.push_async_callback(agent.close)
             task_fn = agent
-        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached)
+        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry)
         stats.in_flight = lambda: {key: flight.started_at for key, flight in runner.in_flight.items()}
         with nullcontext() if lines else live_view(stats, console):
             end = await runner.run()

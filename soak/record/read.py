@@ -1,5 +1,10 @@
 """The one reader of a run folder: its CSVs as typed DataFrames (read_table) or row models (read_rows, built on
-read_table), run.json, and finding runs; tolerant of a run still going, missing files and a torn last row."""
+read_table), run.json, and finding runs; tolerant of a run still going, missing files and a torn last row.
+
+The supersede rule lives here too (`latest_attempts`): an attempt is (task_id, cycle), and of its rows in tasks.csv
+only the latest session's counts, so a re-run (`soak run --resume RUN --retry infra_error`, or the redo of a cancelled
+attempt) replaces the earlier row in every aggregate while the file keeps them all. `load_run` (report, route,
+compare) and `read_attempts` (the night's schedule and limits, `soak status`/`runs`) both apply it."""
 
 import contextlib
 import csv
@@ -134,7 +139,32 @@ def read_rows(path: Path, model: type[R]) -> Iterator[R]:
     the field allows it; a torn last row and rows missing a required number are left out, a bad value raises)."""
     if not path.exists():
         return
-    for record in read_table(path, model, []).to_dict("records"):
+    yield from _models(read_table(path, model, []), model)
+
+
+ATTEMPT_KEY = ["task_id", "cycle"]
+"""What names one attempt across sessions: a re-run of it is a later row with the same key."""
+
+
+def latest_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The supersede rule: a row of a later session with the same (task_id, cycle) supersedes the earlier ones, so
+    only the rows of each attempt's latest session count; the rows kept stay in file order. (A session runs each
+    (task_id, cycle) once, so that is one row per attempt in a real run.)"""
+    if tasks.empty:
+        return tasks
+    latest = tasks.groupby(ATTEMPT_KEY, sort=False)["session"].transform("max")
+    return tasks[tasks["session"] == latest]
+
+
+def read_attempts(path: Path) -> list[TaskRow]:
+    """The rows of tasks.csv that count (`latest_attempts`), in file order."""
+    if not path.exists():
+        return []
+    return list(_models(latest_attempts(read_table(path, TaskRow, [])), TaskRow))
+
+
+def _models(frame: pd.DataFrame, model: type[R]) -> Iterator[R]:
+    for record in frame.to_dict("records"):
         yield model.model_validate({k: None if isinstance(v, float) and math.isnan(v) else v
                                     for k, v in record.items()})
 
@@ -152,13 +182,20 @@ def read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
 
 
 def load_run(path: Path) -> RunRecord:
-    """Read a run folder; anything missing becomes an empty table and a note, never an error."""
+    """Read a run folder; anything missing becomes an empty table and a note, never an error. `tasks` holds the
+    attempts that count (`latest_attempts`); `calls` keeps every call, a superseded attempt's too (served is
+    served)."""
     path = Path(path)
     if not path.is_dir():
         raise BadInput(f"{path}: not a run folder")
     notes: list[str] = []
     meta = read_meta(path / "run.json", notes)
     tables = {name: read_table(path / f"{name}.csv", model, notes) for name, model in TABLES.items()}
+    every = tables["tasks"]
+    tables["tasks"] = latest_attempts(every).reset_index(drop=True)
+    if superseded := len(every) - len(tables["tasks"]):
+        notes.append(f"tasks.csv: {superseded} rows superseded by a later attempt of the same task and cycle "
+                     "(a retry or the redo of a cancelled attempt); they stay in the file")
     for frame in tables.values():
         time_column = "at" if "at" in frame.columns else "started_at"
         frame.sort_values(time_column, inplace=True, kind="stable", ignore_index=True)
