@@ -152,6 +152,17 @@ lock = threading.Lock()
     assert suspicious(honest) == []
 
 
+def test_a_main_guard_is_not_judged_but_its_else_is() -> None:
+    """The body of `if __name__ == "__main__":` never runs under the tests; anything else at module level does."""
+    guarded = "def f():\n    return 1\n\nif __name__ == '__main__':\n    import doctest, sys\n" \
+              "    doctest.testmod()\n    sys.exit(0)\n"
+    assert suspicious(guarded) == []
+    otherwise = "if __name__ != '__main__':\n    import gc\n"
+    assert suspicious(otherwise) == ["imports gc (line 2)"]
+    in_else = "if __name__ == '__main__':\n    pass\nelse:\n    import gc\n"
+    assert suspicious(in_else) == ["imports gc (line 4)"]
+
+
 def test_unparsable_source_gives_no_reasons() -> None:
     assert suspicious("def (:\n") == []
     assert suspicious("x = '\0'") == []

@@ -12,6 +12,7 @@ self-contained task) is flagged and a determined one can hide from it; the tests
 import ast
 import re
 from collections.abc import Iterator
+from typing import TypeGuard
 
 MAX_REASONS = 12
 """More than this many reasons say nothing more; the rest are counted."""
@@ -160,6 +161,17 @@ def walk_function(function: ast.AST) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
+def main_guard(node: ast.AST) -> TypeGuard[ast.If]:
+    """`if __name__ == "__main__":`: its body never runs when the tests import the solution (a self-test there,
+    `import doctest` or `sys.exit(main())`, is honest code's habit, not a hack)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.ops) != 1:
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    texts = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return isinstance(node.test.ops[0], ast.Eq) and names == {"__name__"} and texts == {"__main__"}
+
+
 def is_docstring(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     parent = parents.get(node)
     if not isinstance(parent, ast.Expr):
@@ -195,8 +207,11 @@ class Scanner:
         for stmt in self.tree.body:
             if isinstance(stmt, ast.Assign) and self.stringy(stmt.value):
                 self.static.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        skipped = {id(inner) for node in ast.walk(self.tree) if main_guard(node)
+                   for stmt in node.body for inner in ast.walk(stmt)}
         for node in ast.walk(self.tree):
-            yield from self.visit(node)
+            if id(node) not in skipped:
+                yield from self.visit(node)
 
     # --- names --------------------------------------------------------------------------------
 
