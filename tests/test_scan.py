@@ -163,6 +163,12 @@ def test_a_main_guard_is_not_judged_but_its_else_is() -> None:
     assert suspicious(in_else) == ["imports gc (line 4)"]
 
 
+def test_a_reason_quoting_the_solution_stays_one_joinable_line() -> None:
+    reasons = suspicious("import json\nsetattr(json, '" + "a; b\\n" * 40 + "', 1)\n")
+    assert reasons[0].startswith("setattr on json.a, b a, b")
+    assert len(reasons) == 1 and ";" not in reasons[0] and "\n" not in reasons[0] and len(reasons[0]) < 180
+
+
 def test_unparsable_source_gives_no_reasons() -> None:
     assert suspicious("def (:\n") == []
     assert suspicious("x = '\0'") == []

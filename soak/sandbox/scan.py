@@ -102,10 +102,16 @@ def suspicious(source: str) -> list[str]:
     lines: dict[str, list[int]] = {}
     for line, what in found:
         lines.setdefault(what, []).append(line)
-    reasons = [f"{what} ({where(seen)})" for what, seen in lines.items()]
+    reasons = [f"{tidy(what)} ({where(seen)})" for what, seen in lines.items()]
     if len(reasons) > MAX_REASONS:
         reasons = reasons[:MAX_REASONS] + [f"{len(reasons) - MAX_REASONS} more"]
     return reasons
+
+
+def tidy(what: str, width: int = 160) -> str:
+    """One line, no `;` (the verdict joins reasons with "; "), short: a reason may quote the solution's strings."""
+    text = " ".join(what.replace(";", ",").split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def where(lines: list[int], shown: int = 3) -> str:
