@@ -63,7 +63,7 @@ async def serve_proxy(upstream: str) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
     await proxy.stop()
-    print(json.dumps({**counts, "calls": budget.calls, "kept_rows": len(budget.rows)}), flush=True)
+    print(json.dumps({**counts, "calls": budget.calls, "recorded": budget.totals.calls}), flush=True)
 
 
 def start_proxy(upstream: str) -> tuple[subprocess.Popen, str]:
@@ -212,7 +212,7 @@ def main() -> None:
             out, _ = proxy.communicate(timeout=30)
         counts = json.loads(out.strip().splitlines()[-1])
         print(f"proxy recorded {counts['rows']} rows ({counts['ok']} ok with TTFT and usage) of {sent} calls sent; "
-              f"its attempt counted {counts['calls']} calls and keeps {counts['kept_rows']} rows in memory")
+              f"its attempt counted {counts['calls']} calls and recorded {counts['recorded']}")
     finally:
         sim.terminate()
         sim.wait(timeout=10)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from soak.agent.adapters import COMMON_ENV, Adapter, AgentInstall, adapter_for, fill, write_home
-from soak.agent.loop import Judge, opening, revision, token_cap_detail
+from soak.agent.loop import Judge, judged, opening, revision, token_cap_detail
 from soak.agent.proxy import AttemptBudget, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -28,7 +28,6 @@ from soak.sandbox.judge import Verdict, isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
 from soak.tasks.spec import TaskSpec
 
-INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
 OUTPUT_BYTES = 256 * 1024
 
 
@@ -134,10 +133,10 @@ class AgentAttempt:
 
     def _missing(self, run: Contained) -> tuple[Outcome, str, str]:
         """No entry file after the agent ended: whose failure it was."""
-        rows = self.budget.rows
+        totals = self.budget.totals
         output = tail(run.output, 30)
-        if rows and all(row.status in INFRA_STATUSES for row in rows):
-            return "infra_error", rows[-1].status, f"every call failed ({rows[-1].error})\n{output}"
+        if totals.calls and totals.infra_failures == totals.calls:
+            return "infra_error", "InfraError", f"every call failed ({totals.last_error})\n{output}"
         if run.returncode != 0:
             exited = f"the agent exited {run.returncode} without writing {self.task.entry}"
             return "agent_error", "AgentExit", f"{exited}\n{output}"
@@ -192,7 +191,7 @@ class AgentAttempt:
 
     async def _judge(self) -> Verdict:
         source = self.entry.read_text(errors="replace")
-        verdict = await asyncio.to_thread(self.judge, self.task, source, keep_dir=self.workdir / f"round-{self.round}")
+        verdict = await judged(self.judge, self.task, source, self.workdir / f"round-{self.round}")
         self.verdict = verdict
         self.test_seconds += verdict.duration_s
         return verdict
@@ -203,21 +202,18 @@ class AgentAttempt:
             await self._judge()
 
     def _row(self, started_at: float, duration: float, outcome: Outcome, kind: str, detail: str) -> TaskRow:
-        verdict, rows = self.verdict, self.budget.rows
+        verdict, totals = self.verdict, self.budget.totals
         if outcome == "fail" and verdict is not None:
             kind, detail = verdict.error_kind, verdict.error_tail
         return TaskRow(
             run_id=self.budget.run_id, cycle=self.budget.cycle, task_id=self.task.id, suite=self.task.suite,
             started_at=started_at, ended_at=time.time(), duration_s=duration, outcome=outcome,
-            rounds=self.round, agent_calls=len(rows),
-            prompt_tokens=sum(row.prompt_tokens or 0 for row in rows),
-            completion_tokens=sum(row.completion_tokens or 0 for row in rows),
-            reasoning_tokens=sum(row.reasoning_tokens or 0 for row in rows),
-            cached_tokens=sum(row.cached_tokens or 0 for row in rows),
+            rounds=self.round, agent_calls=totals.calls, prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens, reasoning_tokens=totals.reasoning_tokens,
+            cached_tokens=totals.cached_tokens,
             tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
             test_seconds=self.test_seconds, error_kind=kind, error_tail=tail(detail),
-            mangled_tool_calls=sum(row.integrity not in ("ok", "none") for row in rows),
-            reasoning_exhausted=sum(row.reasoning_exhausted for row in rows),
+            mangled_tool_calls=totals.mangled_tool_calls, reasoning_exhausted=totals.reasoning_exhausted,
             coder_model=self.agent.endpoint.model, agent=self.agent.label, agent_exit=self.exit,
         )
 

@@ -34,6 +34,33 @@ from soak.llm.client import scrub, status_of_http
 from soak.llm.reply import Reply, counted_tokens, dict_or_fail
 from soak.record.schema import CallRow, CallStatus, Outcome
 
+INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
+
+
+@dataclass
+class CallTotals:
+    """What an attempt's TaskRow sums over its calls, kept as totals so a long attempt costs no memory per call."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    mangled_tool_calls: int = 0
+    reasoning_exhausted: int = 0
+    infra_failures: int = 0
+    """Calls that ended in a connection error, 5xx, stall or cut stream."""
+    last_error: str = ""
+
+    def add(self, row: CallRow) -> None:
+        self.calls += 1
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            setattr(self, name, getattr(self, name) + (getattr(row, name) or 0))
+        self.mangled_tool_calls += row.integrity not in ("ok", "none")
+        self.reasoning_exhausted += row.reasoning_exhausted
+        self.infra_failures += row.status in INFRA_STATUSES
+        self.last_error = row.error or self.last_error
+
 
 @dataclass
 class AttemptBudget:
@@ -49,7 +76,7 @@ class AttemptBudget:
     completion_tokens: int = 0
     estimated_tokens: int = 0
     """The part of `completion_tokens` estimated from text (calls whose server reported no usage)."""
-    rows: list[CallRow] = field(default_factory=list)
+    totals: CallTotals = field(default_factory=CallTotals)
     ended: Outcome | None = None
     """call_cap or token_cap once a budget is spent; the attempt runner stops the agent."""
     stop: threading.Event = field(default_factory=threading.Event)
@@ -80,7 +107,11 @@ class RecordingProxy:
         self.name, self.endpoint, self.key, self.budgets = name, endpoint, key, budgets
         self.upstream = endpoint.base_url.rstrip("/")
         self.attempts: dict[str, AttemptBudget] = {}
-        self.client = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=endpoint.connect_timeout_seconds))
+        self.client = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(None, connect=endpoint.connect_timeout_seconds),
+            # As many upstream connections as agents may hold open; httpx's default keeps only 20 alive.
+            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=256),
+        )
         self.app = Starlette(routes=[
             Route("/a/{token}/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/a/{token}/v1/models", self.models, methods=["GET"]),
@@ -94,7 +125,9 @@ class RecordingProxy:
     async def start(self) -> None:
         """Listen on a free loopback port and on a unix socket (in this event loop) until `stop`; a jail without
         a network reaches the socket through `soak.agent.bridge`."""
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on such sockets, and without it every reply's body
+        # waits ~40 ms in the kernel for the client's delayed ACK of the headers (Nagle).
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind(("127.0.0.1", 0))
         self.port = tcp.getsockname()[1]
@@ -269,7 +302,7 @@ class ProxiedCall:
         used, estimated = counted_tokens(row)
         attempt.completion_tokens += used
         attempt.estimated_tokens += estimated
-        attempt.rows.append(row)
+        attempt.totals.add(row)
         attempt.on_call(row)
         if attempt.completion_tokens >= attempt.max_completion_tokens:
             attempt.end("token_cap")
