@@ -3,21 +3,32 @@ estimated, never a made-up zero), and the wall budget ending an attempt while it
 then, not at its own test timeout)."""
 
 import asyncio
+import functools
 import json
+import os
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import httpx2
+import psutil
 import pytest
 
 from soak.agent.loop import run_task
 from soak.agent.proxy import AttemptBudget, RecordingProxy
-from soak.config import Budgets, Endpoint
+from soak.config import Budgets, Endpoint, SoakConfig, redact
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
 from soak.llm.scripted import Say, ScriptedModel
+from soak.night.loop import Attempt, Runner
 from soak.paths import builtin_tasks_dir
-from soak.record.schema import CallRow, TaskRow
+from soak.record.folder import RunFolder
+from soak.record.read import read_rows
+from soak.record.schema import CallRow, RunInfo, RunLimits, TaskRow
+from soak.sandbox.jail import works
+from soak.sandbox.judge import judge
 from soak.sim.scenario import Scenario, Timing
 from soak.sim.server import SimServer
 from soak.tasks.spec import TaskSpec
@@ -136,3 +147,120 @@ def test_token_cap_fires_on_llama_cpp_python_through_the_proxy(llama_cpp_python_
     budget, served = asyncio.run(go())
     assert budget.ended == "token_cap" and budget.estimated_tokens == budget.completion_tokens >= 20
     assert served == len(rows) and all(r.completion_tokens is None and r.estimated_completion_tokens for r in rows)
+
+
+# --- the wall budget while the tests run ---------------------------------------------------------------------------
+
+SLOW_TEST = """import time
+
+from solution import answer
+
+
+def test_answer():
+    time.sleep(120)
+    assert answer() == 42
+"""
+SOLUTION = "def answer():\n    return 42\n"
+KINDS = [kind for kind in ("bwrap", "session") if works(kind)]
+
+
+def slow_task(**fields) -> TaskSpec:
+    """One test that sleeps far past any budget here; its own timeout would let it run for minutes."""
+    return TaskSpec(id="slow-test", title="slow", difficulty="easy", suite="test", prompt="Return 42.",
+                    tests={"test_slow.py": SLOW_TEST}, reference=SOLUTION, test_timeout_seconds=300, **fields)
+
+
+class PytestWatch:
+    """Every process of the sandbox's pytest runs under `root` (the judge's workspaces: tempfile's dir is moved
+    there), as it appears; `running` is set once one runs the tests (not the trusted collection)."""
+
+    def __init__(self, root: Path, on_running=None) -> None:
+        self.root, self.on_running = str(root), on_running
+        self.seen: dict[int, psutil.Process] = {}
+        self.running = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def __enter__(self) -> "PytestWatch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def watch(self) -> None:
+        while not self.done.is_set():
+            for process in psutil.process_iter(["cmdline"]):
+                cmdline = process.info["cmdline"] or []
+                if "pytest" in cmdline and any(self.root in arg for arg in cmdline) and process.pid not in self.seen:
+                    self.seen[process.pid] = process
+                    if "--collect-only" not in cmdline and not self.running.is_set():
+                        self.running.set()
+                        if self.on_running:
+                            self.on_running()
+            self.done.wait(0.02)
+
+    def alive_after(self, seconds: float) -> list[psutil.Process]:
+        """The seen processes still alive once `seconds` have passed (returns as soon as all are gone)."""
+        _, alive = psutil.wait_procs(list(self.seen.values()), timeout=seconds)
+        return alive
+
+
+@pytest.fixture
+def workspaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "judge-tmp"
+    root.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(root))
+    return root
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_wall_budget_ending_during_the_tests_kills_them(kind: str, workspaces: Path, tmp_path: Path):
+    task = slow_task(budget_seconds=6)
+    coder = ScriptedModel([write(SOLUTION), Say(content="written")])
+    calls: list[CallRow] = []
+    with PytestWatch(workspaces) as watch:
+        started = time.monotonic()
+        row = asyncio.run(run_task(
+            task, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct", workdir=tmp_path / "work",
+            run_id="r", cycle=1, on_call=calls.append, judge=functools.partial(judge, kind=kind),
+        ))
+        returned = time.monotonic() - started
+        alive = watch.alive_after(1.0)
+    assert watch.running.is_set(), "the budget ended before the tests ran: nothing was checked"
+    assert not alive, [p.info["cmdline"] for p in alive]
+    assert row.outcome == "timeout" and "wall budget of 6 s" in row.error_tail
+    # asyncio.run returns once its threads are done: the whole attempt held its budget, not the test's timeout.
+    assert returned < 6 + 3
+
+
+@pytest.mark.parametrize("kind", KINDS[:1])
+def test_ctrl_c_during_the_tests_leaves_no_pytest_process(kind: str, workspaces: Path, tmp_path: Path):
+    """The night's cancellation (Ctrl-C here; the deadline's grace cancels the same way) kills the test process
+    before the attempt's cancelled row is written and the night ends."""
+    config = SoakConfig(endpoints={"e": Endpoint(base_url="http://127.0.0.1:9/v1", model="m")}, concurrency=1)
+    folder = RunFolder(tmp_path / "night")
+    folder.path.mkdir()
+    info = RunInfo(run_id="night", created_at=time.time(), config=redact(config.model_dump(mode="json")),
+                   limits=RunLimits(max_tasks=1))
+    folder.write_info(info)
+
+    async def attempt(task: TaskSpec, at: Attempt) -> TaskRow:
+        coder = ScriptedModel([write(SOLUTION), Say(content="written")])
+        return await run_task(task, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct",
+                              workdir=at.workdir, run_id=at.run_id, cycle=at.cycle, on_call=at.on_call,
+                              judge=functools.partial(judge, kind=kind))
+
+    folder.open()
+    try:
+        with PytestWatch(workspaces, on_running=lambda: os.kill(os.getpid(), signal.SIGINT)) as watch:
+            runner = Runner(folder, info, config, [slow_task()], attempt, readiness=None)
+            end = asyncio.run(runner.run())
+            alive = watch.alive_after(1.0)
+    finally:
+        folder.close()
+    assert watch.running.is_set()
+    assert not alive, [p.info["cmdline"] for p in alive]
+    assert end.reason == "signal"
+    assert [r.outcome for r in read_rows(folder.path / "tasks.csv", TaskRow)] == ["cancelled"]

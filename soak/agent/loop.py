@@ -8,7 +8,9 @@ the server has unparseable arguments replaced by {}.
 """
 
 import asyncio
+import contextlib
 import json
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -41,7 +43,23 @@ CODER_SYSTEM = (
 
 
 Judge = Callable[..., Verdict]
-"""`judge(task, source, *, keep_dir=...) -> Verdict`, synchronous (run in a thread)."""
+"""`judge(task, source, *, keep_dir=..., stop=...) -> Verdict`, synchronous (run in a thread by `judged`); a set
+`stop` (threading.Event) must end the test run at once and kill its processes."""
+
+
+async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> Verdict:
+    """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
+    test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
+    stop = threading.Event()
+    job = asyncio.ensure_future(asyncio.to_thread(judge, task, source, keep_dir=keep_dir, stop=stop))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        stop.set()
+        while not job.done():  # a second cancel (the night's grace ending) still waits for the kill, ~0.1 s
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([job])
+        raise
 
 
 class TaskEnded(Exception):
@@ -238,7 +256,7 @@ class _TaskLoop:
     async def _judge(self) -> Verdict:
         source = self.entry.read_text(errors="replace")
         keep = self.workdir / f"round-{max(self.round, 1)}"
-        verdict = await asyncio.to_thread(self.judge, self.task, source, keep_dir=keep)
+        verdict = await judged(self.judge, self.task, source, keep)
         self.verdict, self.judged_source = verdict, source
         self.test_seconds += verdict.duration_s
         return verdict
