@@ -80,7 +80,7 @@ class AgentAttempt:
         self.workdir = attempt.workdir
         self.workspace = self.workdir / "workspace"
         self.entry = self.workspace / task.entry
-        self.seconds = task.budget_seconds or budgets.task_seconds
+        self.task_seconds = task.budget_seconds or budgets.task_seconds
         self.budget = AttemptBudget(attempt.run_id, task.id, attempt.cycle, task.max_calls or budgets.max_calls,
                                     budgets.max_completion_tokens, attempt.on_call)
         self.verdict: Verdict | None = None
@@ -90,7 +90,7 @@ class AgentAttempt:
 
     async def run(self) -> TaskRow:
         started_at, clock = time.time(), time.monotonic()
-        self.deadline = clock + self.seconds
+        self.deadline = clock + self.task_seconds
         self.workspace.mkdir(parents=True, exist_ok=True)
         base_url, token = self.proxy.open(self.budget)
         try:
@@ -101,7 +101,7 @@ class AgentAttempt:
 
     async def _rounds(self, base_url: str, token: str) -> tuple[Outcome, str, str]:
         budgets = self.agent.config.budgets
-        reserve = min(budgets.final_test_seconds, self.seconds / 4)
+        reserve = min(budgets.final_test_seconds, self.task_seconds / 4)
         for number in range(1, budgets.max_rounds + 1):
             self.round = number
             prompt = opening(self.task)
@@ -109,7 +109,7 @@ class AgentAttempt:
                 prompt += "\n\n" + revision(self.verdict, self.task.entry)
             seconds = self.deadline - time.monotonic() - reserve
             if seconds <= 1:
-                return "timeout", "", f"wall budget of {self.seconds:g} s spent"
+                return "timeout", "", f"wall budget of {self.task_seconds:g} s spent"
             run = await self._agent(prompt, base_url, token, seconds)
             self.exit = run.returncode
             if self.budget.ended:
@@ -120,7 +120,7 @@ class AgentAttempt:
                 return self.budget.ended, "", detail
             if run.timed_out:
                 await self._judge_if_written()
-                killed = f"wall budget of {self.seconds:g} s spent (the agent was killed)"
+                killed = f"wall budget of {self.task_seconds:g} s spent (the agent was killed)"
                 return "timeout", "", f"{killed}\n{tail(run.output)}"
             if not self.entry.is_file():
                 return self._missing(run)

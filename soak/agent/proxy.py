@@ -225,7 +225,7 @@ class ProxiedCall:
 
     def __init__(self, proxy: RecordingProxy, attempt: AttemptBudget, payload: dict[str, Any], index: int) -> None:
         self.proxy, self.attempt, self.payload, self.index = proxy, attempt, payload, index
-        self.stale = proxy.budgets.stale_seconds
+        self.stale_seconds = proxy.budgets.stale_seconds
 
     async def relay(self, upstream: httpx2.Response, got: Reply) -> AsyncIterator[bytes]:
         status: CallStatus = "ok"
@@ -234,7 +234,7 @@ class ProxiedCall:
         try:
             while True:
                 try:
-                    async with asyncio.timeout(self.stale):
+                    async with asyncio.timeout(self.stale_seconds):
                         chunk = await anext(chunks)
                 except StopAsyncIteration:
                     break
@@ -249,7 +249,7 @@ class ProxiedCall:
             if got.finish is None and status == "ok":
                 status, error = "truncated", "stream ended without finish_reason"
         except TimeoutError:
-            status, error = "stalled", f"no byte for {self.stale:g} s"
+            status, error = "stalled", f"no byte for {self.stale_seconds:g} s"
             raise
         except asyncio.CancelledError:
             # An agent may hang up once it has the finish chunk; only a reply it did not wait for is cancelled.
@@ -275,12 +275,12 @@ class ProxiedCall:
         status: CallStatus = "ok"
         error = ""
         try:
-            async with asyncio.timeout(self.stale):
+            async with asyncio.timeout(self.stale_seconds):
                 body = await upstream.aread()
         except TimeoutError:
             await upstream.aclose()
-            self.record(got, "stalled", None, f"no byte for {self.stale:g} s")
-            return openai_error(504, f"soak proxy: no reply within {self.stale:g} s", "stalled")
+            self.record(got, "stalled", None, f"no byte for {self.stale_seconds:g} s")
+            return openai_error(504, f"soak proxy: no reply within {self.stale_seconds:g} s", "stalled")
         try:
             got.completion(dict_or_fail(json.loads(body)))
         except ValueError as failure:
