@@ -140,10 +140,12 @@ PROBE = make_task({"test_solution.py": "from solution import probe\n\ndef test_p
                   "def probe():\n    return 'ok'\n", task_id="probe")
 
 
-def test_exit_zero_on_import_is_not_a_pass():
+def test_exit_zero_on_import_is_tampering():
     task = DOUBLE
     verdict = judge(task, "import os\nos._exit(0)\n")
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == ("fail", "Crash", 0, 2)
+    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
+        "tampered", "Tampering", 0, 2)
+    assert "no session-finished event" in verdict.error_tail
 
 
 def test_system_exit_on_import_is_not_a_pass():
@@ -151,7 +153,7 @@ def test_system_exit_on_import_is_not_a_pass():
     assert judge(task, "raise SystemExit(0)\n").outcome == "fail"
 
 
-def test_dropping_failing_tests_from_the_collection_is_not_a_pass():
+def test_dropping_failing_tests_from_the_collection_is_tampering():
     task = DOUBLE
     source = """
         import gc
@@ -170,9 +172,8 @@ def test_dropping_failing_tests_from_the_collection_is_not_a_pass():
                 break
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
-        "fail", "MissingTests", 1, 2)
-    assert "test_three" in verdict.error_tail
+    assert (verdict.outcome, verdict.error_kind, verdict.tests_total) == ("tampered", "Tampering", 2)
+    assert "added: hook.pytest_collection_modifyitems.drop" in verdict.error_tail
 
 
 def test_config_files_written_by_the_solution_take_no_effect():
@@ -220,8 +221,12 @@ def test_rewriting_a_later_test_file_is_not_a_pass(kind):
             Path("test_b.py").write_text("def test_three():\\n    pass\\n")
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert verdict.outcome == "fail" and verdict.tests_passed < 2
-    assert verdict.error_kind == ("AssertionError" if kind == "bwrap" else "Tampering")
+    assert verdict.outcome != "pass" and verdict.tests_passed < 2
+    if kind == "bwrap":  # The test files are read-only: the write fails, the wrong answer fails.
+        assert (verdict.outcome, verdict.error_kind) == ("fail", "AssertionError")
+    else:
+        assert (verdict.outcome, verdict.error_kind) == ("tampered", "Tampering")
+        assert "changed the test files" in verdict.error_tail
 
 
 # --- processes --------------------------------------------------------------------------------------------------------

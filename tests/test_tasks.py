@@ -96,3 +96,29 @@ def test_cli_tasks_list_json_and_bad_suite_exit_code():
     result = runner.invoke(main, ["tasks", "list", "--suite", "nope"])
     assert result.exit_code == 2
     assert "unknown suite 'nope'" in result.output
+
+
+def write_task(folder: Path, test: str, reference: str, wrong: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "task.toml").write_text(f'id = "{folder.name}"\ntitle = "t"\ndifficulty = "easy"\n')
+    (folder / "prompt.md").write_text("Write `double`.\n")
+    (folder / "test_solution.py").write_text(test)
+    (folder / "reference.py").write_text(reference)
+    (folder / "wrong.py").write_text(wrong)
+
+
+def test_validate_proves_always_equal_objects_fail(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["tasks", "validate", "--suite", f"exercism:{FIXTURES / 'exercism'}"])
+    assert result.exit_code == 0, result.output
+    assert "always-equal solutions: 1 fail, 1 tampered" in result.output and "2/2 tasks sound" in result.output
+    reference, wrong = "def double(x):\n    return 2 * x\n", "def double(x):\n    return 0\n"
+    write_task(tmp_path / "strict", "from solution import double\n\n\ndef test_double():\n"
+               "    assert double(3) == 6\n", reference, wrong)
+    # Truthiness is no comparison: an object that equals everything is true too, so this test cannot tell it.
+    write_task(tmp_path / "truthy", "from solution import double\n\n\ndef test_double():\n"
+               "    assert double(3)\n", reference, wrong)
+    result = runner.invoke(main, ["tasks", "validate", "--suite", f"dir:{tmp_path}"])
+    assert result.exit_code == 1
+    assert "BROKEN truthy: an always-equal object passes" in result.output and "strict" not in result.output
+    assert "always-equal solutions: 1 pass, 1 tampered" in result.output and "1/2 tasks sound" in result.output

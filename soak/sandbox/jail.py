@@ -18,6 +18,7 @@ import resource
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 """Strongest first."""
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
+CHANNEL_CAP = 16 * MiB
 
 
 class ResourceLimits(BaseModel):
@@ -72,7 +74,11 @@ class Contained:
     duration_s: float = 0.0
     output: str = ""
     stopped: bool = False
-    """Ended early because the caller asked (an external agent whose budget the proxy saw spent)."""
+    """Ended early because the caller asked (an external agent whose budget the proxy saw spent, an attempt whose wall
+    budget ended while its tests ran)."""
+    channel: bytes = b""
+    """What came through the result channel (`launch(channel=...)`), capped at CHANNEL_CAP."""
+    channel_overflow: bool = False
 
 
 # --- isolation ---------------------------------------------------------------------------------------------------
@@ -225,6 +231,23 @@ def signal_all(procs: list[psutil.Process], sig: int) -> None:
             process.send_signal(sig)
 
 
+def dead(process: psutil.Process) -> bool:
+    """Gone, or a zombie: killed, left for a parent outside the run (the host's init) to reap."""
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def wait_dead(procs: list[psutil.Process], seconds: float) -> None:
+    end = time.monotonic() + seconds
+    pending = list({process.pid: process for process in procs}.values())
+    while pending and time.monotonic() < end:
+        pending = [process for process in pending if not dead(process)]
+        if pending:
+            time.sleep(0.01)
+
+
 def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Process]) -> None:
     """SIGKILL whatever is left of a run and wait for it: no process of a run outlives its verdict."""
     # In a pid namespace a launcher that ended on its own leaves nothing behind: the kernel ends the namespace first.
@@ -238,30 +261,58 @@ def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Proc
         strays = processes(proc, token, "session")
         signal_all(strays, signal.SIGKILL)
         procs += strays
-    psutil.wait_procs(procs, timeout=2)
+    wait_dead(procs, 2)
 
 
 def launch(
     cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, *,
-    env: dict[str, str] | None = None, stop: threading.Event | None = None,
+    env: dict[str, str] | None = None, stop: threading.Event | None = None, channel: socket.socket | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Contained:
     """Run the sandbox command, pump its output through a cap, enforce the wall clock and the workspace size.
 
-    `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run early."""
+    `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
+    (SIGKILL, no grace: the caller's budget is spent). `pass_fds` are inherited by the sandboxed process (and closed
+    here); `channel`, the harness's end of a socket whose other end is among them, is read beside the output, as it
+    comes, until the run ends (descendants that kept the other end open cannot hold the harness)."""
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
     started = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=rlimit_setter(limits, cpu),
-    )
-    run, out = Contained(), CappedOutput(limits.output_bytes)
+    try:
+        proc = subprocess.Popen(
+            cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=rlimit_setter(limits, cpu), pass_fds=pass_fds,
+        )
+    finally:
+        for fd in pass_fds:
+            os.close(fd)  # The child's copies only: an end left open here would never read as closed.
+    run, out, events = Contained(), CappedOutput(limits.output_bytes), bytearray()
+
+    def read_channel() -> str:
+        """Take what the channel holds now: 'more', 'empty' (nothing yet) or 'closed' (also past its cap)."""
+        assert channel is not None
+        try:
+            chunk = channel.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return "empty"
+        except OSError:
+            return "closed"
+        if len(events) + len(chunk) > CHANNEL_CAP:
+            run.channel_overflow = True
+            return "closed"
+        events.extend(chunk)
+        return "more" if chunk else "closed"
+
     deadline, next_quota, drain_until = started + timeout_s, started + 0.25, None
     stdout = proc.stdout
     assert stdout is not None
     os.set_blocking(stdout.fileno(), False)
     with selectors.DefaultSelector() as selector:
         selector.register(stdout, selectors.EVENT_READ)
+        if channel is not None:
+            channel.setblocking(False)
+            selector.register(channel, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -275,7 +326,10 @@ def launch(
                 if workspace_too_big(ws, limits.workspace_bytes):
                     run.over_quota = True
                     break
-            if selector.select(timeout=min(0.1, deadline - now)):
+            ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, deadline - now))}
+            if channel is not None and channel in ready and read_channel() == "closed":
+                selector.unregister(channel)
+            if stdout in ready:
                 chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     break
@@ -289,13 +343,17 @@ def launch(
         wait_exit(proc, deadline - time.monotonic())
         run.timed_out = not exited(proc)
     seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
-    if run.timed_out or run.over_quota or run.stopped:
+    if run.timed_out or run.over_quota:
         signal_all(seen, signal.SIGTERM)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
     finish(proc, token, kind, seen)
     stdout.close()
+    if channel is not None:
+        while read_channel() == "more":
+            pass
+        run.channel = bytes(events)
     run.returncode, run.duration_s, run.output = proc.returncode, time.monotonic() - started, out.text()
     return run
 

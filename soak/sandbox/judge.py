@@ -11,112 +11,224 @@ tests of a trusted collection (made with the task's reference, cached per proces
 the pytest process that judges it, so in-process tampering with pytest itself (patched hooks, a forged report)
 cannot be fully excluded; the count check against the trusted collection and the isolation are what hold.
 """
-import contextlib
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import signal
+import socket
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from soak.errors import BadInput
-from soak.sandbox.jail import Contained, MiB, ResourceLimits, isolation_kind, launch, remove_tree, wrap
+from soak.sandbox import scan
+from soak.sandbox.jail import Contained, ResourceLimits, isolation_kind, launch, remove_tree, wrap
 from soak.tasks.spec import TaskSpec
 
 EMPTY_INI = Path(__file__).with_name("pytest_empty.ini")
-REPORT_NAME = ".soak_report.json"
 TAIL_LINES = 60
+SECRET_BYTES = 32
+"""The per-run key of the channel's MACs (soak.sandbox.plugin reads exactly this many bytes)."""
 COLLECT_TIMEOUT_SECONDS = 120
-Outcome = Literal["pass", "fail", "timeout", "error"]
+Outcome = Literal["pass", "fail", "timeout", "error", "tampered"]
 
 
 class Verdict(BaseModel):
     """The judgement of one solution against one task's tests."""
 
     outcome: Outcome
+    """`tampered`: the solution was caught changing how it is judged (evidence in error_tail, error_kind Tampering)."""
     tests_passed: int = 0
     tests_total: int = 0
     duration_s: float = 0.0
     error_kind: str = ""
-    """'' on pass; SyntaxError, ImportError, AssertionError, Timeout, MemoryError, Crash, MissingTests, ..."""
+    """'' on pass; SyntaxError, ImportError, AssertionError, Timeout, MemoryError, Crash, MissingTests, Tampering..."""
     error_tail: str = ""
     """The first failure's assertion and last frames (<= ~60 lines, workspace paths relative): model feedback."""
     isolation: str = ""
     output: str = ""
     """Head and tail of pytest's output."""
+    suspicious: str = ""
+    """Reward-hack signatures soak.sandbox.scan found in the source ("; "-joined); never changes the outcome."""
 
 
-class Report(BaseModel):
-    """What `soak.sandbox.plugin` writes; parsed strictly because the solution could have written it."""
+@dataclass
+class Events:
+    """What the result channel said, checked line by line: only what the recorder wrote, in its order."""
 
-    exitstatus: int
-    collected: list[str]
-    passed: list[str]
-    failed: list[str]
-    first_failure: dict[str, str] | None
-    collection_errors: list[dict[str, str]]
+    started: bool = False
+    collected: list[str] | None = None
+    prints: dict[str, str] = field(default_factory=dict)
+    collection_errors: list[dict[str, str]] = field(default_factory=list)
+    reports: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    first_failure: dict[str, str] | None = None
+    exitstatus: int | None = None
+    running_test: str = ""
+    evidence: list[str] = field(default_factory=list)
+    """Tampering: what the recorder caught in the act, and what the channel itself shows (forged or disordered
+    lines, duplicate or contradicting results)."""
+
+    def passed(self) -> set[str]:
+        """Tests whose setup, call and teardown all passed."""
+        good = {node for (node, when), r in self.reports.items() if when == "call" and r["outcome"] == "passed"}
+        bad = {node for (node, _), r in self.reports.items() if r["outcome"] != "passed"}
+        return good - bad
+
+    def failed(self) -> bool:
+        return any(r["outcome"] == "failed" for r in self.reports.values())
+
+
+def sign(secret: bytes, payload: str) -> str:
+    """The MAC of one channel line (soak.sandbox.plugin.Channel computes the same)."""
+    return hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
+
+
+def read_events(data: bytes, secret: bytes) -> Events:
+    """Parse the channel; the first line the recorder did not write (bad MAC, out of order) ends what is believed."""
+    found = Events()
+
+    def wrong(text: str) -> None:
+        found.evidence.append(f"result channel: {text}")
+
+    lines = data.split(b"\n")
+    for seq, raw in enumerate(lines[:-1]):  # The last piece is empty, or a line cut off when the process died.
+        mac, _, payload = raw.decode(errors="replace").partition(" ")
+        try:
+            event = json.loads(payload)
+            valid = hmac.compare_digest(mac, sign(secret, payload)) and isinstance(event, dict)
+        except ValueError:
+            valid = False
+        if not valid:
+            wrong(f"line {seq + 1} was not written by the recorder")
+            break
+        if event.get("seq") != seq:
+            wrong(f"line {seq + 1} out of order (seq {event.get('seq')!r})")
+            break
+        kind = event.get("event")
+        try:
+            if found.exitstatus is not None:
+                wrong(f"a {kind!r} event after the session finished")
+            elif kind == "start":
+                if found.started:
+                    wrong("a second session start")
+                found.started = True
+            elif not found.started:
+                wrong(f"a {kind!r} event before the session started")
+            elif kind == "collect_error":
+                if found.collected is not None:
+                    wrong("a collection error after the collection finished")
+                found.collection_errors.append({k: str(event[k]) for k in ("nodeid", "kind", "tail")})
+            elif kind == "collected":
+                if found.collected is not None:
+                    wrong("a second collection")
+                found.collected = [str(node) for node in event["items"]]
+                found.prints = {str(k): str(v) for k, v in event["prints"].items()}
+            elif kind == "begin":
+                if found.collected is None:
+                    wrong("a test began before the collection finished")
+                found.running_test = str(event["nodeid"])
+            elif kind == "report":
+                node, when = str(event["nodeid"]), str(event["when"])
+                if found.collected is None or node not in found.collected:
+                    wrong(f"a result for {node}, which was not collected")
+                elif (node, when) in found.reports:
+                    wrong(f"a second {when} result for {node}")
+                report = {k: str(event[k]) for k in ("outcome", "kind", "tail")}
+                found.reports.setdefault((node, when), report)
+                if report["outcome"] == "failed" and found.first_failure is None:
+                    found.first_failure = {"nodeid": node, "kind": report["kind"], "tail": report["tail"]}
+                if when == "teardown":
+                    found.running_test = ""
+            elif kind == "tampered":
+                found.evidence.extend(str(line) for line in event["evidence"])
+            elif kind == "finish":
+                found.exitstatus = int(event["exitstatus"])
+            else:
+                wrong(f"an unknown event {kind!r}")
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            wrong(f"a malformed {kind!r} event ({type(error).__name__})")
+    return found
 
 
 @dataclass
 class TestRun(Contained):
-    """One sandboxed pytest process, finished, with what its workspace showed."""
+    """One sandboxed pytest process, finished, with what its channel and workspace showed."""
 
-    report: Report | None = None
+    events: Events = field(default_factory=Events)
     tests_changed: bool = False
     workspace: str = ""
-    running_test: str = ""
-    """The test pytest had started last, for runs that never finish."""
+
+
+@dataclass(frozen=True)
+class Trusted:
+    """The collection a full pass must cover, made with the task's reference: node ids and their code's prints."""
+
+    nodeids: tuple[str, ...]
+    prints: dict[str, str]
 
 
 class TaskBroken(Exception):
     """The trusted collection (the task's reference) failed, so no count to judge by."""
 
 
-def run_tests(task: TaskSpec, source: str, limits: ResourceLimits, kind: str, collect_only: bool = False) -> TestRun:
+def run_tests(
+    task: TaskSpec, source: str, limits: ResourceLimits, kind: str, collect_only: bool = False,
+    stop: threading.Event | None = None,
+) -> TestRun:
     """One run of the task's tests against `source` in a fresh workspace, removed afterwards."""
     for name in task.tests:
         if Path(name).name != name or name == task.entry or not name.endswith(".py"):
             raise BadInput(f"task {task.id}: test file '{name}' must be a plain .py file name, not the entry")
     ws = Path(tempfile.mkdtemp(prefix="soak-judge-")).resolve()
+    harness_end, child_end = socket.socketpair()
     try:
         for sub in ("home", "tmp", "__pycache__"):
             (ws / sub).mkdir()
         for name, text in task.tests.items():
             (ws / name).write_text(text)
         (ws / task.entry).write_text(source)
-        report = ws / REPORT_NAME
+        secret = secrets.token_bytes(SECRET_BYTES)
+        harness_end.sendall(secret)  # Waits in the socket for the plugin, which reads it before the solution runs.
+        fd = child_end.detach()
         cmd = [sys.executable, "-I", "-B", "-m", "pytest", "-c", str(EMPTY_INI), "--rootdir", str(ws), "--noconftest",
-               "-p", "no:cacheprovider", "-p", "soak.sandbox.plugin", f"--soak-report={report}", "-q", "--tb=short",
+               "-p", "no:cacheprovider", "-p", "soak.sandbox.plugin", f"--soak-channel={fd}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]
         readonly = [ws / name for name in task.tests] + [ws / "__pycache__"]
         # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
         timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
-        run = TestRun(**vars(launch(wrap(kind, ws, readonly, cmd), ws, limits, timeout, kind)), workspace=str(ws))
+        contained = launch(wrap(kind, ws, readonly, cmd), ws, limits, timeout, kind, stop=stop, channel=harness_end,
+                           pass_fds=(fd,))
+        run = TestRun(**vars(contained), workspace=str(ws))
+        run.events = read_events(run.channel, secret)
+        if run.channel_overflow:
+            run.events.evidence.append("result channel: flooded past its cap")
         run.tests_changed = any(
             not (ws / name).is_file() or (ws / name).read_text(errors="replace") != text
             for name, text in task.tests.items()
         )
-        with contextlib.suppress(OSError, ValueError, ValidationError):
-            if report.is_file() and report.stat().st_size < 16 * MiB:
-                run.report = Report.model_validate(json.loads(report.read_text()))
-        with contextlib.suppress(OSError, ValueError):
-            run.running_test = report.with_suffix(".current").read_text(errors="replace")[:300]
         return run
     finally:
+        harness_end.close()
+        child_end.close()
         remove_tree(ws)
 
 
 # --- judging -----------------------------------------------------------------------------------------------------
 
-_expected: dict[tuple[str, str], tuple[str, ...]] = {}
+_expected: dict[tuple[str, str], Trusted] = {}
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
+
+
+class Stopped(Exception):
+    """The caller's stop event ended a run before it could judge."""
 
 
 def task_key(task: TaskSpec) -> tuple[str, str]:
@@ -124,12 +236,15 @@ def task_key(task: TaskSpec) -> tuple[str, str]:
     return task.id, hashlib.sha256(material.encode()).hexdigest()
 
 
-def clean_collection(run: TestRun) -> tuple[str, ...] | None:
-    """The collected node ids of a trusted run, or None when it is no good to count by."""
-    report = run.report
-    if run.timed_out or report is None or report.collection_errors or not report.collected:
+def clean_collection(run: TestRun) -> Trusted | None:
+    """The collection of a trusted run, or None when it is no good to count by."""
+    events = run.events
+    finished = events.exitstatus in (0, 1) and run.returncode in (0, 1)
+    if run.timed_out or run.stopped or events.evidence or not finished or events.collection_errors:
         return None
-    return tuple(report.collected)
+    if not events.collected:
+        return None
+    return Trusted(tuple(events.collected), dict(events.prints))
 
 
 def relative(text: str, workspace: str) -> str:
@@ -140,10 +255,39 @@ def tail(text: str, lines: int = TAIL_LINES, width: int = 300) -> str:
     return "\n".join(line[:width] for line in text.strip("\n").splitlines()[-lines:])
 
 
-def judge_run(run: TestRun, expected: tuple[str, ...]) -> Verdict:
+def cross_check(run: TestRun, expected: Trusted) -> list[str]:
+    """Tampering the harness sees from outside: the channel against itself, the real exit code and the trusted
+    collection."""
+    events, code = run.events, run.returncode
+    evidence = list(events.evidence)
+    if run.tests_changed:
+        evidence.append("the solution changed the test files")
+    if events.exitstatus is None:
+        if code == 0 and not (run.timed_out or run.stopped or run.over_quota):
+            evidence.append("the process exited 0 without finishing the session (no session-finished event)")
+        return evidence
+    if code == 0 and events.exitstatus != 0:
+        evidence.append(f"the process exited 0 after the session finished with exit status {events.exitstatus}")
+    if events.exitstatus == 0:
+        if events.failed() or events.collection_errors:
+            evidence.append("exit status 0 despite failed results")
+        unreported = [node for node in events.collected or () if not any((node, w) in events.reports
+                                                                       for w in ("setup", "call", "teardown"))]
+        if unreported:
+            evidence.append(f"exit status 0 with {len(unreported)} collected tests without a result: "
+                            + ", ".join(unreported[:5]))
+    if not run.tests_changed:
+        for node in expected.nodeids:
+            if node in events.prints and expected.prints.get(node) and events.prints[node] != expected.prints[node]:
+                evidence.append(f"the code of {node} is not the test file's")
+    return evidence
+
+
+def judge_run(run: TestRun, expected: Trusted) -> Verdict:
     """Turn a finished run into a verdict; anything short of every expected test passing is not a pass."""
-    report, total = run.report, len(expected)
-    passed = len(set(report.passed) & set(expected)) if report and not run.tests_changed else 0
+    events, total = run.events, len(expected.nodeids)
+    evidence = cross_check(run, expected)
+    passed = len(events.passed() & set(expected.nodeids)) if not evidence else 0
 
     def failed(kind: str, text: str, outcome: Outcome = "fail") -> Verdict:
         body = tail(relative(text, run.workspace), TAIL_LINES - 1)
@@ -151,77 +295,104 @@ def judge_run(run: TestRun, expected: tuple[str, ...]) -> Verdict:
                        error_tail=f"{body}\n{passed} of {total} tests passed")
 
     output_tail = relative(tail(run.output, 25), run.workspace)
-    during = f" (while running {run.running_test})" if run.running_test else " (while collecting the tests)"
+    during = f" (while running {events.running_test})" if events.running_test else " (while collecting the tests)"
+    if evidence:
+        shown = list(dict.fromkeys(evidence))
+        return failed("Tampering", "Tampering: the solution changed how it is judged\n"
+                      + "\n".join(f"- {line}" for line in shown[:20]), "tampered")
+    if run.stopped:
+        return failed("Timeout", f"Timeout: the attempt's budget ended while the tests ran{during}", "timeout")
     if run.timed_out:
         return failed("Timeout", f"Timeout: the tests did not finish in time{during}\n{output_tail}", "timeout")
     if run.over_quota:
         return failed("DiskQuota", f"DiskQuota: the run wrote more files than its workspace may hold\n{output_tail}")
-    if run.tests_changed:
-        return failed("Tampering", "Tampering: the solution changed the test files")
-    if report is None:
+    if events.exitstatus is None:
         code = run.returncode or 0
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return failed("CPULimit", f"CPULimit: a process used up its CPU seconds\n{output_tail}")
         kind = "MemoryError" if "MemoryError" in run.output[-4096:] else "Crash"
         return failed(kind, f"{kind}: the test process ended (exit code {code}) before pytest finished{during}\n"
                       + output_tail)
-    if report.collection_errors:
-        first = report.collection_errors[0]
+    if events.collection_errors:
+        first = events.collection_errors[0]
         return failed(first["kind"], f"ERROR collecting {first['nodeid']}\n{first['tail']}")
-    if report.first_failure:
-        first = report.first_failure
-        return failed(first["kind"], f"FAILED {first['nodeid']}\n{first['tail']}")
+    if events.first_failure:
+        first = events.first_failure
+        return failed(first["kind"] or "Failed", f"FAILED {first['nodeid']}\n{first['tail']}")
     if total == 0:
         return failed("NoTests", "NoTests: the task's tests did not collect")
     if passed < total:
-        missing = sorted(set(expected) - set(report.passed))
+        missing = sorted(set(expected.nodeids) - events.passed())
         return failed("MissingTests", f"MissingTests: {total - passed} tests did not pass or did not run: "
                       + ", ".join(missing[:10]))
-    if report.exitstatus != 0 or run.returncode != 0:
-        return failed("Crash", f"Crash: pytest exit status {report.exitstatus}, process exit code {run.returncode}\n"
+    if events.exitstatus != 0 or run.returncode != 0:
+        return failed("Crash", f"Crash: pytest exit status {events.exitstatus}, process exit code {run.returncode}\n"
                       + output_tail)
     return Verdict(outcome="pass", tests_passed=passed, tests_total=total)
 
 
-def expected_tests(task: TaskSpec, limits: ResourceLimits, kind: str) -> tuple[str, ...]:
-    """The node ids a full pass must cover, from a collection with the task's reference (cached per process)."""
+def expected_tests(
+    task: TaskSpec, limits: ResourceLimits, kind: str, stop: threading.Event | None = None
+) -> Trusted:
+    """The tests a full pass must cover, from a collection with the task's reference (cached per process)."""
     key = task_key(task)
     with _locks_guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         if key not in _expected:
-            run = run_tests(task, task.reference, limits, kind, collect_only=True)
+            run = run_tests(task, task.reference, limits, kind, collect_only=True, stop=stop)
+            if run.stopped:
+                raise Stopped
             collected = clean_collection(run)
             if collected is None:
-                raise TaskBroken(tail(relative(run.output, run.workspace), TAIL_LINES - 1))
+                evidence = "\n".join(run.events.evidence)
+                raise TaskBroken(tail(relative(evidence + "\n" + run.output, run.workspace), TAIL_LINES - 1))
             _expected[key] = collected
         return _expected[key]
 
 
+def suspicion(source: str) -> str:
+    """The static look's reasons, joined; a failing scan is said, never fatal."""
+    try:
+        return "; ".join(scan.suspicious(source))
+    except Exception as error:  # noqa: BLE001 - the scan only annotates
+        return f"scan failed: {type(error).__name__}"
+
+
 def judge(
-    task: TaskSpec, source: str, *, keep_dir: Path | None = None, limits: ResourceLimits | None = None
+    task: TaskSpec, source: str, *, keep_dir: Path | None = None, limits: ResourceLimits | None = None,
+    kind: str | None = None, stop: threading.Event | None = None,
 ) -> Verdict:
-    """Run the task's tests against `source` in the sandbox and judge the result."""
+    """Run the task's tests against `source` in the sandbox and judge the result.
+
+    `kind` forces an isolation kind (default: the strongest this host offers); a set `stop` kills the test process
+    and every child at once (the attempt's wall budget ended) and makes the verdict a timeout."""
     limits = limits or ResourceLimits()
-    kind = isolation_kind()
+    kind = kind or isolation_kind()
     key = task_key(task)
-    if source == task.reference and key not in _expected:
-        # The reference's own run is trusted: its collection spares a separate one.
-        run = run_tests(task, source, limits, kind)
-        collected = clean_collection(run)
-        if collected is not None:
-            _expected.setdefault(key, collected)
-        verdict = judge_run(run, _expected.get(key, ()))
-    else:
-        try:
-            expected = expected_tests(task, limits, kind)
-        except TaskBroken as broken:
-            verdict = Verdict(outcome="error", error_kind="TaskError", isolation=kind,
-                              error_tail=f"TaskError: the task's reference does not collect cleanly\n{broken}")
-            return keep(verdict, task, source, keep_dir)
-        run = run_tests(task, source, limits, kind)
-        verdict = judge_run(run, expected)
+    suspicious = suspicion(source)
+    try:
+        if source == task.reference and key not in _expected:
+            # The reference's own run is trusted: its collection spares a separate one.
+            run = run_tests(task, source, limits, kind, stop=stop)
+            collected = clean_collection(run)
+            if collected is not None:
+                _expected.setdefault(key, collected)
+            verdict = judge_run(run, _expected.get(key, Trusted((), {})))
+        else:
+            expected = expected_tests(task, limits, kind, stop)
+            run = run_tests(task, source, limits, kind, stop=stop)
+            verdict = judge_run(run, expected)
+    except TaskBroken as broken:
+        verdict = Verdict(outcome="error", error_kind="TaskError", isolation=kind, suspicious=suspicious,
+                          error_tail=f"TaskError: the task's reference does not collect cleanly\n{broken}")
+        return keep(verdict, task, source, keep_dir)
+    except Stopped:
+        verdict = Verdict(outcome="timeout", error_kind="Timeout", isolation=kind, suspicious=suspicious,
+                          error_tail="Timeout: the attempt's budget ended while the tests were collected")
+        return keep(verdict, task, source, keep_dir)
     verdict.duration_s, verdict.isolation, verdict.output = round(run.duration_s, 3), kind, run.output
+    verdict.suspicious = suspicious
     return keep(verdict, task, source, keep_dir)
 
 

@@ -1,7 +1,9 @@
-"""`soak tasks list/validate`: show a suite, and prove each task can tell right from wrong."""
+"""`soak tasks list/validate`: show a suite, and prove each task can tell right from wrong, and from a reward hack."""
 
+import ast
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import Progress
@@ -21,30 +23,125 @@ def print_task_table(tasks: list[TaskSpec]) -> None:
     console.print(f"{len(tasks)} tasks: " + ", ".join(f"{spread[d]} {d}" for d in ("easy", "medium", "hard")))
 
 
-def task_problems(task: TaskSpec) -> list[str]:
-    """Why a task is unsound; empty when the reference passes and the stub and wrong.py fail."""
-    problems = []
+ALWAYS_EQUAL = '''"""A reward hack: every name the tests import is an object that equals (and answers) everything."""
+
+
+class Anything:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __eq__
+
+    def __hash__(self):
+        return 0
+
+    def __bool__(self):
+        return True
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __getitem__(self, key):
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+    def __repr__(self):
+        return "Anything()"
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __call__
+    __floordiv__ = __mod__ = __pow__ = __neg__ = __pos__ = __abs__ = __round__ = __call__
+
+
+ANYTHING = Anything()
+
+
+def __getattr__(name):
+    return ANYTHING
+'''
+
+
+def solution_names(task: TaskSpec) -> list[str]:
+    """Every name the tests import from the solution module, and every top-level name the reference defines."""
+    names: set[str] = set()
+    trees = []
+    for text in [*task.tests.values(), task.reference]:
+        try:
+            trees.append(ast.parse(text))
+        except SyntaxError:
+            continue
+    for tree in trees[: len(task.tests)]:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == task.module and not node.level:
+                names.update(alias.name for alias in node.names if alias.name != "*")
+    for node in trees[-1].body if len(trees) > len(task.tests) else []:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    return sorted(name for name in names if name.isidentifier() and not name.startswith("__"))
+
+
+def always_equal_source(task: TaskSpec) -> str:
+    """A solution whose every name (and every attribute of the module) is one object that equals everything."""
+    names = solution_names(task)
+    lines = [f"{name} = ANYTHING" for name in names]
+    listed = ", ".join(repr(name) for name in names)
+    return ALWAYS_EQUAL + "\n" + "\n".join(lines) + f"\n__all__ = [{listed}]\n"
+
+
+@dataclass
+class TaskCheck:
+    problems: list[str] = field(default_factory=list)
+    always_equal: str = ""
+    """The always-equal solution's outcome: `tampered` (caught in the act) or `fail`; `pass` is a problem."""
+
+
+def check_task(task: TaskSpec) -> TaskCheck:
+    """Judge the reference, the stub, wrong.py and an always-equal solution."""
+    check = TaskCheck()
     reference = judge(task, task.reference)
     if reference.outcome != "pass":
-        problems.append(f"reference {reference.outcome}: {reference.error_kind} {reference.error_tail[-300:]}")
+        check.problems.append(f"reference {reference.outcome}: {reference.error_kind} {reference.error_tail[-300:]}")
     if judge(task, task.stub).outcome == "pass":
-        problems.append("the untouched stub passes")
+        check.problems.append("the untouched stub passes")
     if task.wrong is not None and judge(task, task.wrong).outcome == "pass":
-        problems.append("wrong.py passes: the tests are toothless")
-    return problems
+        check.problems.append("wrong.py passes: the tests are toothless")
+    hack = judge(task, always_equal_source(task))
+    check.always_equal = hack.outcome
+    if hack.outcome == "pass":
+        check.problems.append("an always-equal object passes: the tests cannot tell a reward hack")
+    return check
+
+
+def task_problems(task: TaskSpec) -> list[str]:
+    """Why a task is unsound; empty when the reference passes and the stub, wrong.py and always-equal objects fail."""
+    return check_task(task).problems
 
 
 def validate_tasks(tasks: list[TaskSpec], jobs: int = 2) -> bool:
     """Check every task in the sandbox, print a summary, return True when all are sound."""
     console = Console(stderr=True)
     broken: dict[str, list[str]] = {}
+    hacks: Counter[str] = Counter()
     with Progress(console=console, transient=True) as progress, ThreadPoolExecutor(max(1, jobs)) as pool:
         bar = progress.add_task("validating", total=len(tasks))
-        for task, problems in zip(tasks, pool.map(task_problems, tasks), strict=True):
+        for task, check in zip(tasks, pool.map(check_task, tasks), strict=True):
             progress.advance(bar)
-            if problems:
-                broken[task.id] = problems
+            hacks[check.always_equal] += 1
+            if check.problems:
+                broken[task.id] = check.problems
     for task_id, problems in broken.items():
         console.print(f"[red]BROKEN[/red] {task_id}: " + "; ".join(problems), markup=True, highlight=False)
+    console.print("always-equal solutions: " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(hacks.items())))
     console.print(f"{len(tasks) - len(broken)}/{len(tasks)} tasks sound")
     return not broken
