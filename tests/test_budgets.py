@@ -204,7 +204,15 @@ class PytestWatch:
     def alive_after(self, seconds: float) -> list[psutil.Process]:
         """The seen processes still alive once `seconds` have passed (returns as soon as all are gone)."""
         _, alive = psutil.wait_procs(list(self.seen.values()), timeout=seconds)
-        return alive
+        return [process for process in alive if not dead(process)]
+
+
+def dead(process: psutil.Process) -> bool:
+    """Gone, or a zombie: it runs nothing, and a launcher orphaned into a container's init may wait for reaping."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 @pytest.fixture
