@@ -6,10 +6,16 @@ configures pytest. The process is contained by soak.jail (the strongest isolatio
 verdict; rlimits, wall timeout, workspace size cap, capped output, allowlisted environment); under bubblewrap the
 test files and `__pycache__` are bound read-only.
 
-A pass needs pytest's exit 0, the plugin's report (`soak.sandbox.plugin`), unchanged test files, and exactly the
-tests of a trusted collection (made with the task's reference, cached per process) passed. The solution runs inside
-the pytest process that judges it, so in-process tampering with pytest itself (patched hooks, a forged report)
-cannot be fully excluded; the count check against the trusted collection and the isolation are what hold.
+The verdict does not trust the judged process. Results come over one end of a socket pair the pytest process
+inherits (`soak.sandbox.plugin` streams numbered events as they happen, each under an HMAC keyed by a per-run
+secret the plugin takes from the socket before the solution is imported); nothing written in the workspace is read.
+The harness cross-checks the stream from outside: only lines the recorder signed, in order; a collection before any
+result; one result per test and phase; a session-finished event whose exit status agrees with the results and with
+the process's real exit code; every collected test reported; the collection and each test's code the same as a
+trusted collection made with the task's reference (cached per process); the test files unchanged. Evidence from
+the plugin (registry, hooks or judging machinery changed, an operand that equals anything) or from these checks
+makes the outcome `tampered`. A pass needs none of it and exactly the trusted tests passed. What in-process
+tampering cannot be excluded is in the README's sandbox section.
 """
 import hashlib
 import hmac

@@ -34,6 +34,7 @@ import errno
 import functools
 import hashlib
 import hmac
+import itertools
 import json
 import math
 import operator
@@ -146,14 +147,16 @@ class ForgedComparison(AssertionError):
 
 PLAIN_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex, range, type, types.FunctionType})
 CONTAINERS = (list, tuple, set, frozenset)
-UNORDERED = (set, frozenset, dict, str, bytes, range)
-"""Right operands of `in` that are looked up by hash or substring: their items are not compared with the left."""
 COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 PROBE_OBJECT = object()
 PROBE_INT = random.SystemRandom().getrandbits(62) + (1 << 62)
 PROBE_STR = f"soak-probe-{random.SystemRandom().getrandbits(64):x}"
-CHECK_BUDGET = 10_000
-"""Objects not of a builtin type looked at per operand: deeper or bigger values are checked only so far."""
+EXACT_CONTAINERS = frozenset({list, tuple, set, frozenset})
+CHECK_BUDGET = 1_000_000
+"""Items looked at per operand, and levels of nesting: deeper or bigger values are checked only so far."""
+MAX_DEPTH = 8
+PROBED = 10_000
+"""Instances of one non-builtin type probed per level."""
 _builtin_comparisons: dict[type, bool] = {}
 _recorder: "ResultRecorder | None" = None
 
@@ -192,22 +195,43 @@ def agrees_with_anything(value: object) -> bool:
         return False
 
 
+def members(level: list, kind: type) -> Iterator:
+    """The objects of `level` whose type is exactly `kind`, picked at C speed."""
+    return itertools.compress(level, map(operator.is_, map(type, level), itertools.repeat(kind)))
+
+
 def forged_part(value: object, deep: bool = True) -> object | None:
-    """The first object inside `value` (itself, or an item of its lists, tuples, sets and dicts) that agrees with
-    anything; None when there is none within the budget. Not `deep`: only `value` itself."""
-    stack, budget = [(value, 0)], CHECK_BUDGET
-    while stack and budget > 0:
-        item, depth = stack.pop()
-        kind = type(item)
-        if kind in PLAIN_TYPES:
-            continue
-        budget -= 1
-        if not builtin_comparisons(kind) and agrees_with_anything(item):
-            return item
-        if deep and depth < 8 and isinstance(item, CONTAINERS):
-            stack.extend((part, depth + 1) for part in item if type(part) not in PLAIN_TYPES)
-        elif deep and depth < 8 and isinstance(item, dict):
-            stack.extend((part, depth + 1) for pair in item.items() for part in pair if type(part) not in PLAIN_TYPES)
+    """The first object inside `value` (itself, an item of its lists, tuples, sets and dicts, an attribute of an
+    instance) that agrees with anything; None when there is none within the budget. Not `deep`: only `value`.
+
+    Level by level, by type: items of builtin types cost a C-speed pass, only instances of other types are probed."""
+    level, budget = [value], CHECK_BUDGET
+    for _ in range(MAX_DEPTH):
+        kinds = set(map(type, level))
+        deeper: list = []
+        for kind in kinds - PLAIN_TYPES - EXACT_CONTAINERS - {dict}:
+            honest = builtin_comparisons(kind)
+            for item in itertools.islice(members(level, kind), PROBED):
+                if not honest and agrees_with_anything(item):
+                    return item
+                if deep and not honest and kind.__flags__ & HEAP_TYPE and not isinstance(item, type | types.ModuleType):
+                    # Its own equality may compare its attributes (a dataclass does), or its items.
+                    deeper.extend(attributes(item).values())
+                    if isinstance(item, CONTAINERS):
+                        deeper.extend(itertools.islice(item, budget))
+                    elif isinstance(item, dict):
+                        deeper.extend(itertools.chain.from_iterable(itertools.islice(item.items(), budget)))
+        if not deep:
+            return None
+        for kind in kinds & EXACT_CONTAINERS:
+            deeper.extend(itertools.chain.from_iterable(members(level, kind)))
+        if dict in kinds:
+            deeper.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(
+                map(dict.items, members(level, dict)))))
+        budget -= len(deeper)
+        if not deeper or budget < 0:
+            return None
+        level = deeper
     return None
 
 
@@ -220,20 +244,42 @@ def describe(value: object) -> str:
 
 def checked(value: object, deep: bool = True) -> object:
     """`value` unchanged, unless it (or a part of it) agrees with anything: then evidence, and the test fails."""
-    if type(value) in PLAIN_TYPES:
+    kind = type(value)
+    if kind in PLAIN_TYPES or kind in EXACT_CONTAINERS and PLAIN_TYPES.issuperset(map(type, value)):
         return value
     forged = forged_part(value, deep)
     if forged is not None:
-        evidence = f"a compared value equals anything: {describe(forged)}"
-        if _recorder is not None:
-            _recorder.tampered([evidence])
-        raise ForgedComparison(f"soak: {evidence}")
+        report_forged(forged, "equals anything")
     return value
 
 
+def report_forged(value: object, claim: str) -> None:
+    evidence = f"a compared value {claim}: {describe(value)}"
+    if _recorder is not None:
+        _recorder.tampered([evidence])
+    raise ForgedComparison(f"soak: {evidence}")
+
+
 def checked_in(value: object) -> object:
-    """The right operand of `in`: its items matter only where `in` compares them with the left one."""
-    return checked(value, deep=not isinstance(value, UNORDERED))
+    """The right operand of `in`: its items matter only where `in` compares them with the left one (lists and
+    tuples); any other container may answer `in` itself."""
+    kind = type(value)
+    if kind in PLAIN_TYPES:
+        return value
+    sequence = isinstance(value, list | tuple) and kind.__contains__ in (list.__contains__, tuple.__contains__)
+    if not sequence and not builtin_contains(kind):
+        try:
+            claims = bool(PROBE_OBJECT in value)  # type: ignore[operator]
+        except Exception:
+            claims = False
+        if claims:
+            report_forged(value, "contains anything")
+    return checked(value, deep=sequence)
+
+
+def builtin_contains(kind: type) -> bool:
+    owner = next((base for base in kind.__mro__ if "__contains__" in base.__dict__), object)
+    return not owner.__flags__ & HEAP_TYPE
 
 
 class StrictCompares(ast.NodeTransformer):
@@ -319,7 +365,7 @@ def install_strict_equality() -> None:
 
 FROZEN_PREFIXES = ("pytest", "_pytest", "pluggy", "unittest")
 FROZEN_MODULES = (builtins, os, math, operator)
-FROZEN_ATTRS = ((sys, "exit"), (sys, "settrace"), (sys, "setprofile"), (sys, "excepthook"))
+FROZEN_ATTRS = ((sys, "exit"), (sys, "settrace"), (sys, "setprofile"))
 VOLATILE = {"_pytest.assertion.util": {"_reprcompare", "_assertion_pass", "_config"}}
 """Module globals pytest itself sets while tests run."""
 Snapshot = dict[tuple[str, ...], object]
@@ -400,6 +446,8 @@ def freeze_registry(pm: pytest.PytestPluginManager) -> Snapshot:
         freeze_namespace(snap, ("hook", name), attributes(caller), "", set())
         for impl in caller.get_hookimpls():
             key = ("hook", name, f"{impl.plugin_name}")
+            while key in snap:  # Two implementations under one plugin name are two entries.
+                key = key[:2] + (key[2] + "+",)
             snap[key] = (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
                          tuple(impl.argnames))
             snap.update(function_parts(key, impl.function))
@@ -510,6 +558,7 @@ class ResultRecorder:
         self.base: Snapshot = {}
         self.tests: Snapshot = {}
         self.modules: list[types.ModuleType] = []
+        self.registry: Snapshot = {}
         self.items: list[pytest.Item] = []
         self.reported: set[str] = set()
         self.collected = False
@@ -538,10 +587,13 @@ class ResultRecorder:
             snap[("test", item.nodeid, "__code__")] = item_code(item)
         return snap
 
-    def check(self, items: list[pytest.Item] | None = None) -> None:
+    def check(self, items: list[pytest.Item] | None = None, full: bool = True) -> None:
+        """Compare with the frozen state; not `full` (after each test): the registry and the test modules only, the
+        judging machinery is compared after the collection and at the end."""
         if not self.base:
             return
-        evidence = self._differences(self.base, self.snapshot())
+        now = self.snapshot() if full else self._freeze_registry(self.config.pluginmanager)
+        evidence = self._differences(self.base if full else self.registry, now)
         if self.tests:
             evidence += self._differences(self.tests, self.test_snapshot(items or []))
         for module in test_modules(items or []):
@@ -554,6 +606,7 @@ class ResultRecorder:
         self.modules = [m for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)
                         and name.split(".")[0] in FROZEN_PREFIXES] + [sys.modules[__name__], *FROZEN_MODULES]
         self.base = self.snapshot()
+        self.registry = self._freeze_registry(self.config.pluginmanager)
         self.channel.send("start", pid=os.getpid())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -587,7 +640,7 @@ class ResultRecorder:
             kind = error_kind(call.excinfo.value) if call.excinfo else "Failed"
             tail = short_tail(report.longreprtext)
         if report.when == "teardown":
-            self.check(self.items)
+            self.check(self.items, full=False)
         self.channel.send("report", nodeid=item.nodeid, when=report.when, outcome=report.outcome, kind=kind, tail=tail)
         return report
 
