@@ -127,8 +127,10 @@ class AgentAttempt:
             verdict = await self._judge()
             if verdict.outcome == "pass":
                 return "pass", "", ""
-            if verdict.outcome != "fail":
-                return verdict.outcome, verdict.error_kind, verdict.error_tail
+            if verdict.outcome == "tampered":  # no revision for a solution that rewrote its judging
+                return "tampered", verdict.error_kind, verdict.error_tail
+            if verdict.outcome == "error":  # the task itself is broken: ours, not the agent's
+                return "harness_error", verdict.error_kind, verdict.error_tail
         return "fail", "", ""
 
     def _missing(self, run: Contained) -> tuple[Outcome, str, str]:
@@ -215,6 +217,7 @@ class AgentAttempt:
             test_seconds=self.test_seconds, error_kind=kind, error_tail=tail(detail),
             mangled_tool_calls=totals.mangled_tool_calls, reasoning_exhausted=totals.reasoning_exhausted,
             coder_model=self.agent.endpoint.model, agent=self.agent.label, agent_exit=self.exit,
+            suspicious=verdict.suspicious if verdict else "",
         )
 
 

@@ -197,7 +197,7 @@ class _TaskLoop:
             mangled_tool_calls=sum(row.integrity not in ("ok", "none") for row in rows),
             reasoning_exhausted=sum(row.reasoning_exhausted for row in rows),
             orchestrator_model=self.orchestrator.model if self.mode == "delegate" and self.orchestrator else "",
-            coder_model=self.coder.model,
+            coder_model=self.coder.model, suspicious=verdict.suspicious if verdict else "",
         )
 
     async def _guarded(self, work: Awaitable[Any], seconds: float) -> tuple[Outcome, str, str] | None:
@@ -243,6 +243,10 @@ class _TaskLoop:
             verdict = await self._judge()
             if verdict.outcome == "pass":
                 return "pass", "", ""
+            if verdict.outcome == "tampered":  # no revision for a solution that rewrote its judging
+                return "tampered", verdict.error_kind, verdict.error_tail
+            if verdict.outcome == "error":  # the task itself is broken: ours, not the model's
+                return "harness_error", verdict.error_kind, verdict.error_tail
         return "fail", "", ""
 
     def _opening(self) -> str:
