@@ -125,11 +125,14 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
 
 @main.command()
 @click.argument("runs", nargs=-1)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="HTML file to write [default: reports/<run_id>.html]; summary.json goes beside it.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Report folder to write [default: reports/<run_id>/]; a name ending in .html writes one "
+                   "self-contained file instead (no per-problem and per-attempt pages); summary.json goes beside it.")
 @click.option("--over-factor", default=3.0, show_default=True, help="Over-iteration: calls > this x the median task's.")
 def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> None:
-    """Render RUNS (ids or folders; none = the latest run) into one offline HTML file; several runs are compared."""
+    """Render RUNS (ids or folders; none = the latest run) into an offline report folder: index.html, a page per
+    problem and per attempt (conversation, each round's code and diff, the error fed back); several runs are
+    compared. Prints the path of index.html (or of the one file)."""
     from soak.record.read import resolve_run_dir
     from soak.report.render import default_output, render_report
 

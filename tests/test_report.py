@@ -306,9 +306,13 @@ def test_cli_renders_by_run_id_and_latest(night: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(main, ["report", night.name])
     assert result.exit_code == 0, result.output
-    assert Path(result.output.strip()) == tmp_path / "reports" / f"{night.name}.html"
-    assert (tmp_path / "reports" / "summary.json").is_file()
-    assert runner.invoke(main, ["report"]).output.strip().endswith(f"{night.name}.html")
+    assert Path(result.output.strip()) == tmp_path / "reports" / night.name / "index.html"
+    assert (tmp_path / "reports" / night.name / "summary.json").is_file()
+    assert (tmp_path / "reports" / night.name / "problems" / "dijkstra.html").is_file()
+    assert runner.invoke(main, ["report"]).output.strip().endswith(f"{night.name}/index.html")
+    single = runner.invoke(main, ["report", night.name, "-o", str(tmp_path / "mail" / "night.html")])
+    assert single.exit_code == 0 and (tmp_path / "mail" / "night.html").is_file()
+    assert sorted(p.name for p in (tmp_path / "mail").iterdir()) == ["night.html", "summary.json"]
     missing = runner.invoke(main, ["report", "no-such-run"])
     assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output
 
@@ -320,14 +324,14 @@ def browser() -> str | None:
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
 
 
-def open_in_browser(page: Path, png: Path, profile: Path) -> list[str]:
+def open_in_browser(page: Path, png: Path, profile: Path, height: int = 3000) -> list[str]:
     """Load the page in headless Chromium, screenshot it, return the console messages it logged."""
     exe = browser()
     assert exe is not None
     command = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
-               "--window-size=1280,3000", page.resolve().as_uri()]
+               f"--window-size=1280,{height}", page.resolve().as_uri()]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert png.is_file(), done.stderr[-2000:]
     return [line for line in done.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
@@ -348,7 +352,7 @@ def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
     """No console message at all (an injected script would trip the CSP and log one); charts are painted."""
     page = render_report([night], tmp_path / "night.html")
     png = tmp_path / "night.png"
-    assert open_in_browser(page, png, tmp_path / "profile") == []
+    assert open_in_browser(page, png, tmp_path / "profile", height=6000) == []  # down to the timeline's bars
     pixels = matplotlib.image.imread(png)[..., :3]
     hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
     pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()

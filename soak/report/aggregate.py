@@ -175,13 +175,16 @@ def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """Most common error kinds of unsuccessful tasks, each with the first example tail."""
     failed = tasks[(tasks["outcome"] != "pass") & (tasks["error_kind"] != "")]
     if failed.empty:
-        return pd.DataFrame(columns=["error_kind", "count", "problems", "outcomes", "example_task", "example_tail"])
+        return pd.DataFrame(columns=["error_kind", "count", "problems", "outcomes", "example_task", "example_cycle",
+                                     "example_tail"])
     grouped = failed.groupby("error_kind")
-    with_tail = failed[failed["error_tail"] != ""].groupby("error_kind")
+    # The example: the first attempt of the kind that left a tail, else its first attempt.
+    example = failed.assign(tailless=failed["error_tail"] == "").sort_values("tailless", kind="stable")
+    example = example.groupby("error_kind").first()
     out = pd.DataFrame({
         "count": grouped.size(), "problems": grouped["task_id"].nunique(),
         "outcomes": grouped["outcome"].agg(lambda s: ", ".join(sorted(set(s)))),
-        "example_task": grouped["task_id"].first(), "example_tail": with_tail["error_tail"].first(),
+        "example_task": example["task_id"], "example_cycle": example["cycle"], "example_tail": example["error_tail"],
     }).fillna({"example_tail": ""})
     return out.sort_values("count", ascending=False).head(n).reset_index()
 

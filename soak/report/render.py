@@ -1,4 +1,5 @@
-"""The morning report, rendered: run folders -> one self-contained HTML file plus summary.json beside it."""
+"""The morning report, rendered: run folders -> a report folder (index.html, a page per problem and per attempt,
+summary.json), or one self-contained HTML file plus summary.json beside it."""
 
 import json
 import math
@@ -13,6 +14,7 @@ from soak.files import write_atomic
 from soak.paths import reports_dir
 from soak.record.read import load_run
 from soak.record.summary import span_text
+from soak.report import pages, revision
 from soak.report.build import comparison_view, run_view
 
 
@@ -39,34 +41,57 @@ def _since(at: Any, clock: dict[str, float]) -> str:
     return _num((at - clock["start"]) / clock["unit"], 2) if isinstance(at, int | float) else "–"
 
 
-def environment() -> jinja2.Environment:
+def environment(site: "pages.Site | None" = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("soak.report", "."), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
     env.filters.update(num=_num, pct=_pct, when=_when, since=_since, span=span_text)
+    site = site or pages.Site(pages=False)
+    env.globals.update(attempt_href=site.attempt, problem_href=site.problem)
     return env
 
 
 def default_output(run_dirs: list[Path]) -> Path:
-    """reports/<run_id>.html, or reports/<a>-vs-<b>.html for a comparison."""
-    return reports_dir() / ("-vs-".join(Path(d).name for d in run_dirs) + ".html")
+    """reports/<run_id>/ (a folder), or reports/<a>-vs-<b>/ for a comparison."""
+    return reports_dir() / "-vs-".join(Path(d).name for d in run_dirs)
 
+
+def single_file(out: Path) -> bool:
+    """An output named *.html is one self-contained file (no pages); anything else is a report folder."""
+    return Path(out).suffix.lower() in (".html", ".htm")
 
 
 def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
-    """Render the runs (one, or several for a comparison) into `out`; summary.json goes beside it."""
+    """Render the runs (one, or several for a comparison) into `out`: a folder (returns its index.html) or, for a
+    name ending in .html, one file; summary.json goes beside index.html or the file."""
     runs = [load_run(Path(d)) for d in run_dirs]
+    out = Path(out)
+    folder = None if single_file(out) else out
+    page = out if folder is None else folder / "index.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    site = pages.Site.of(runs, pages=folder is not None)
+    env = environment(site)
+    generated_at = time.time()
+    summaries = pages.attempts(runs, site, env, folder, generated_at)
     views = [run_view(run, k) for run in runs]
+    for view, found in zip(views, summaries, strict=True):
+        view["revision"] = revision.view(found)
+    if folder is not None:
+        pages.problem_pages(runs, summaries, site, env, folder, generated_at)
     context = {
         "title": " vs ".join(v["run_id"] for v in views), "runs": views,
         "comparison": comparison_view(runs, views) if len(runs) > 1 else None,
-        "generated_at": time.time(),
+        "generated_at": generated_at, "root": "",
     }
-    html = environment().get_template("template.html.j2").render(**context)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, html)
-    summary = {"report": out.name, "generated_at": context["generated_at"], "runs": [v["headline"] for v in views]}
-    write_atomic(out.parent / "summary.json", json.dumps(summary, indent=2) + "\n")
-    return out
+    html = env.get_template("template.html.j2").render(**context)
+    write_atomic(page, html)
+    summary = {"report": page.name, "generated_at": generated_at,
+               "runs": [{**v["headline"], "revision": revision_figures(v["revision"])} for v in views]}
+    write_atomic(page.parent / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return page
+
+
+def revision_figures(view: dict[str, Any]) -> dict[str, Any]:
+    """The revision section's totals for summary.json."""
+    return {"failed_round_1": view["failed_round_1"], **view["totals"], "looping": len(view["looping"])}

@@ -20,6 +20,8 @@ BAD_JSON = 'Expecting value: line 1 column 12 (char 11) <tool_call>{"name": writ
 HOSTILE_CODE = "print('<script>alert(1)</script>')"
 TRANSCRIPTS = 40
 """Tasks that get a transcript of their broken tool calls (the report shows the first few)."""
+LONG_EVERY, LONG_AT = 50, 7
+"""With work folders, attempt i with i % 50 == 7 has a long transcript (over a page: cut, with the raw file)."""
 HOSTILE_TAIL = "AssertionError: got '<script>alert(\"pwned\")</script>' & friends\n</pre><b>not bold</b>"
 TAMPERED_EVERY, TAMPERED_AT = 29, 13
 """Attempt i with i % 29 == 13 (unless an infra error) tampered with its judging."""
@@ -46,9 +48,10 @@ def write_rows(path: Path, model: type[Row], rows: Iterable[Row]) -> None:
 def build_run(
     root: Path, *, run_id: str = "night-1", tasks: int = 60, calls_per_task: int = 10, hours: float = 8.0,
     sample_seconds: float = 5.0, engine: str = "vllm", seed: int = 0, restarts: int = 2, in_progress: bool = False,
-    torn: bool = False, hostile: bool = False, vary_calls: bool = True,
+    torn: bool = False, hostile: bool = False, vary_calls: bool = True, work: bool = False,
 ) -> Path:
-    """A run folder with realistic shapes: outcomes by problem difficulty, restarts, mangled calls, telemetry."""
+    """A run folder with realistic shapes: outcomes by problem difficulty, restarts, mangled calls, telemetry; with
+    `work`, every attempt's work folder too (transcript, each round's solution and test output)."""
     rng = random.Random(seed)
     folder = root / run_id
     folder.mkdir(parents=True, exist_ok=True)
@@ -114,7 +117,10 @@ def build_run(
                 reasoning_exhausted=ran_out, status=status,
                 error=(HOSTILE_TAIL if hostile else BAD_JSON) if verdict == "bad_json" else "",
             ))
-        if broken and i < TRANSCRIPTS:
+        if work:
+            write_work(folder / "work" / problem / str(i // len(PROBLEMS)), problem, rounds, outcome,
+                       5 if outcome == "pass" else 2, broken, rng, long=i % LONG_EVERY == LONG_AT)
+        elif broken and i < TRANSCRIPTS:
             work = folder / "work" / problem / str(i // len(PROBLEMS))
             work.mkdir(parents=True, exist_ok=True)
             lines = [{"role": "assistant", "content": None, "thread": "coder-1", "round": 1,
@@ -166,6 +172,78 @@ def build_run(
     )
     write_atomic(folder / "run.json", info.model_dump_json(indent=2))
     return folder
+
+
+def solution(problem: str, round_: int, rng: random.Random, lines: int = 60) -> str:
+    """A plausible Python file, a few lines different in each round."""
+    name = problem.replace("-", "_")
+    body = [f"def {name}(data):", f'    """Solve {problem} (round {round_})."""', "    result = []"]
+    body += [f"    result.append(step_{k}(data, {k * round_ if k % 7 == 0 else k}))" for k in range(lines)]
+    body += ["    return result", ""]
+    body += [f"def step_{k}(data, n):\n    return [x * n for x in data][: {k + 1}]\n" for k in range(lines // 3)]
+    return "\n".join(body) + f"\n# seed {rng.randint(0, 9)}\n"
+
+
+def test_output(passed: int, total: int, problem: str) -> str:
+    failing = [f"test_solution.py::test_{problem.replace('-', '_')}_{k}" for k in range(passed, total)]
+    lines = ["." * passed + "F" * (total - passed) + "    [100%]"]
+    if failing:
+        lines += ["=" * 20 + " FAILURES " + "=" * 20]
+        for test in failing:
+            lines += [f"____ {test} ____", f"    assert solve({test[-1]}) == {test[-1]}", "E   AssertionError"]
+        lines += ["=" * 10 + " short test summary info " + "=" * 10]
+        lines += [f"FAILED {test} - AssertionError" for test in failing]
+        lines.append(f"{total - passed} failed, {passed} passed in 0.12s")
+    else:
+        lines.append(f"{passed} passed in 0.10s")
+    return "\n".join(lines) + "\n"
+
+
+def write_work(work: Path, problem: str, rounds: int, outcome: str, final_passed: int, broken: list[dict[str, str]],
+               rng: random.Random, long: bool = False, total: int = 5) -> None:
+    """An attempt's work folder as the loop leaves it: transcript.jsonl (orchestrator and coder threads, tool calls
+    with reasoning, broken calls among them) and round-N/ with the judged solution and its test output."""
+    lines: list[dict] = [{"role": "system", "content": "You lead a coding task.", "thread": "orchestrator", "round": 1},
+                         {"role": "user", "content": f"# Instructions\n\nSolve {problem}.\n" * 20,
+                          "thread": "orchestrator", "round": 1}]
+    counts = [rng.randint(0, total - 1) for _ in range(rounds - 1)] + [final_passed]
+    for r in range(1, rounds + 1):
+        coder, code = f"coder-{r}", solution(problem, r, rng)
+        if r > 1:
+            lines.append({"role": "user", "thread": "orchestrator", "round": r, "content": (
+                f"The tests failed ({counts[r - 2]}/{total} passed, AssertionError):\n"
+                f"{test_output(counts[r - 2], total, problem)}\nThe tests are correct, fix the code in solution.py.")})
+        lines.append({"role": "assistant", "content": "", "thread": "orchestrator", "round": r, "tool_calls": [
+            {"id": f"d{r}", "type": "function", "function": {"name": "delegate", "arguments": json.dumps(
+                {"instructions": f"Write solution.py for {problem}."})}}]})
+        lines += [{"role": "system", "content": "You write code.", "thread": coder, "round": r},
+                  {"role": "user", "content": f"Write solution.py for {problem}.", "thread": coder, "round": r}]
+        extra = broken if r == 1 else []
+        for n, function in enumerate(extra):
+            lines += [{"role": "assistant", "content": None, "thread": coder, "round": r,
+                       "tool_calls": [{"id": f"b{n}", "type": "function", "function": function}]},
+                      {"role": "tool", "tool_call_id": f"b{n}", "thread": coder, "round": r,
+                       "content": "error: there is no tool named that; the tools are write_file(path, content)"}]
+        writes = 120 if long else 1
+        for w in range(writes):
+            lines += [{"role": "assistant", "content": "", "thread": coder, "round": r,
+                       "reasoning": "Let me think about the edge cases. " * (400 if long else 30),
+                       "tool_calls": [{"id": f"w{r}-{w}", "type": "function", "function": {
+                           "name": "write_file", "arguments": json.dumps({"path": "solution.py", "content": code})}}]},
+                      {"role": "tool", "tool_call_id": f"w{r}-{w}", "thread": coder, "round": r,
+                       "content": f"wrote solution.py ({len(code)} characters)"}]
+        lines += [{"role": "assistant", "content": "I wrote `solution.py`.", "thread": coder, "round": r},
+                  {"role": "tool", "tool_call_id": f"d{r}", "thread": "orchestrator", "round": r,
+                   "content": "Files written: solution.py."},
+                  {"role": "assistant", "content": "Done.", "thread": "orchestrator", "round": r}]
+        if outcome in ("infra_error", "no_artifact") and r == rounds:
+            break
+        folder = work / f"round-{r}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "solution.py").write_text(code)
+        (folder / "test_output.txt").write_text(test_output(counts[r - 1], total, problem))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def synth_samples(

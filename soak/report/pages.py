@@ -1,0 +1,193 @@
+"""The report folder: `index.html`, one page per problem (`problems/`) and per attempt (`attempts/`), raw copies of
+transcripts too long for a page (`raw/`); every link relative, so the folder works from file:// anywhere."""
+
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from soak.record.read import RunRecord
+from soak.report import charts, revision
+from soak.report.attempt import Transcript, read_rounds, read_transcript
+
+SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+TIMELINE_WIDTH = 860
+
+
+def slug(text: str) -> str:
+    """A file name for any id: safe characters kept, anything else replaced, plus a short hash when changed."""
+    safe = SLUG.sub("_", text)[:80].lstrip(".") or "_"
+    return safe if safe == text else f"{safe}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+@dataclass
+class Site:
+    """Where each page of a report folder lives, as paths relative to the folder; `pages` False for a single file
+    (then nothing links anywhere)."""
+
+    pages: bool
+    runs: list[str] = field(default_factory=list)
+    """Folder name per run (position = the run's index in the report)."""
+    attempts: set[tuple[int, str, int]] = field(default_factory=set)
+    problems: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, runs: list[RunRecord], pages: bool) -> "Site":
+        names: list[str] = []
+        for run in runs:
+            name = slug(run.run_id)
+            names.append(name if name not in names else f"{name}-{len(names) + 1}")
+        site = cls(pages=pages, runs=names)
+        if pages:
+            for index, run in enumerate(runs):
+                for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True):
+                    site.attempts.add((index, str(task_id), int(cycle)))
+                    site.problems.add(str(task_id))
+        return site
+
+    def attempt(self, run: int, task_id: Any, cycle: Any) -> str:
+        try:
+            key = (int(run), str(task_id), int(cycle))
+        except (TypeError, ValueError):
+            return ""
+        if key not in self.attempts:
+            return ""
+        return f"attempts/{self.runs[key[0]]}/{slug(key[1])}/{key[2]}.html"
+
+    def problem(self, task_id: Any) -> str:
+        return f"problems/{slug(str(task_id))}.html" if str(task_id) in self.problems else ""
+
+    def raw(self, run: int, task_id: str, cycle: int) -> str:
+        return f"raw/{self.runs[run]}/{slug(task_id)}/{cycle}/transcript.jsonl"
+
+
+def ended_by(row: dict[str, Any], budgets: dict[str, Any], calls: int) -> str:
+    """The budget (or event) that ended the attempt, in a line."""
+    outcome, rounds = row["outcome"], int(row["rounds"] or 0)
+    if outcome == "pass":
+        return f"passed in round {rounds}"
+    if outcome == "timeout":
+        return f"wall budget: {row['duration_s']:.0f} s spent of task_seconds = {budgets.get('task_seconds', '?')}"
+    if outcome == "call_cap":
+        return f"call cap: {calls} calls of max_calls = {budgets.get('max_calls', '?')}"
+    if outcome == "token_cap":
+        return (f"token cap: {int(row['completion_tokens'])} completion tokens of max_completion_tokens = "
+                f"{budgets.get('max_completion_tokens', '?')}")
+    if outcome == "fail":
+        return f"rounds: {rounds} of max_rounds = {budgets.get('max_rounds', '?')}, the last one failed its tests"
+    if outcome == "tampered":
+        return "tampering: the attempt ends at once with its evidence (no revision)"
+    if outcome == "no_artifact":
+        return f"no solution: the entry file was not written (round {rounds})"
+    return f"{outcome}: {row.get('error_kind') or 'see the error tail'}"
+
+
+def timeline(calls: list[dict[str, Any]], start: float) -> dict[str, Any]:
+    """Bars of an attempt's calls on one time axis: waiting for the first token, then the rest of the call."""
+    if not calls:
+        return {"bars": [], "height": 0, "span": 0.0}
+    end = max(c["started_at"] + (c["duration_s"] or 0) for c in calls)
+    span = max(end - min(start, min(c["started_at"] for c in calls)), 1e-6)
+    scale = TIMELINE_WIDTH / span
+    origin = min(start, min(c["started_at"] for c in calls))
+    bars = []
+    for i, c in enumerate(calls):
+        x = (c["started_at"] - origin) * scale
+        total = max((c["duration_s"] or 0) * scale, 1.0)
+        ttft = c.get("ttft_s")
+        first = min(total, (ttft if isinstance(ttft, float) and ttft == ttft else 0.0) * scale)
+        kind = "ok" if c["status"] == "ok" else "stall" if c["status"] == "stalled" else "bad"
+        bars.append({"y": i * 14 + 4, "x": round(x, 1), "first": round(first, 1), "rest": round(total - first, 1),
+                     "kind": kind, "role": c["role"]})
+    return {"bars": bars, "height": len(calls) * 14 + 8, "span": span}
+
+
+def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list[dict[str, Any]], site: Site,
+                    out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the attempt page shows, the attempt's summary for problem pages and the revision section)."""
+    task_id, cycle = str(row["task_id"]), int(row["cycle"])
+    workdir = run.path / "work" / task_id / str(cycle)
+    rounds = read_rounds(workdir)
+    agent = bool(row.get("agent"))
+    transcript = Transcript() if agent else read_transcript(workdir / "transcript.jsonl", calls)
+    for item in rounds:
+        item.fed_back = transcript.fed_back.get(item.number + 1, "")
+    model = row.get("coder_model") or row.get("agent") or row.get("orchestrator_model") or "?"
+    href = site.attempt(index, task_id, cycle)
+    raw = ""
+    if transcript.truncated and out is not None and site.pages:
+        raw = site.raw(index, task_id, cycle)
+        (out / raw).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(workdir / "transcript.jsonl", out / raw)
+    n_calls = int(row["orchestrator_calls"] + row["coder_calls"] + row["agent_calls"])
+    summary = {
+        "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "session": int(row["session"]),
+        "outcome": row["outcome"], "rounds": int(row["rounds"]), "calls": n_calls, "duration_s": row["duration_s"],
+        "model": str(model), "href": href, "error_kind": row["error_kind"], "ended_at": row["ended_at"],
+        "per_round": [{"number": r.number, "counts": r.counts, "failing": r.failing} for r in rounds],
+        "tests": f"{int(row['tests_passed'])}/{int(row['tests_total'])}",
+        "revision": revision.category(rounds), "loop": revision.loop_reason(rounds, transcript.writes),
+    }
+    budgets = run.config.get("budgets") if isinstance(run.config.get("budgets"), dict) else {}
+    page = {
+        "row": row, "summary": summary, "rounds": rounds, "transcript": transcript, "calls": calls, "agent": agent,
+        "timeline": timeline(calls, row["started_at"]), "ended_by": ended_by(row, budgets, n_calls),
+        "budgets": budgets, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(workdir),
+    }
+    return page, summary
+
+
+def calls_by_attempt(calls: pd.DataFrame) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+    if calls.empty:
+        return {}
+    ordered = calls.sort_values(["call_index", "attempt"], kind="stable")
+    return {(str(t), int(c), int(s)): part.to_dict("records")
+            for (t, c, s), part in ordered.groupby(["task_id", "cycle", "session"], sort=False)}
+
+
+def write_page(path: Path, html: str) -> None:
+    """A page of the folder (rewritten whole by the next render: no fsync, unlike index.html)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+
+
+def attempts(runs: list[RunRecord], site: Site, env: jinja2.Environment, out: Path | None,
+             generated_at: float) -> list[list[dict[str, Any]]]:
+    """Read every attempt of every run; with a folder, write its page. Returns the summaries per run."""
+    template = env.get_template("attempt.html.j2") if out is not None and site.pages else None
+    found: list[list[dict[str, Any]]] = []
+    for index, run in enumerate(runs):
+        by_attempt = calls_by_attempt(run.calls)
+        summaries = []
+        for row in run.tasks.to_dict("records"):
+            key = (str(row["task_id"]), int(row["cycle"]), int(row["session"]))
+            page, summary = attempt_context(run, index, row, by_attempt.get(key, []), site, out)
+            summaries.append(summary)
+            if template is not None and out is not None and summary["href"]:
+                html = template.render(root="../../../", run_id=run.run_id, generated_at=generated_at, **page)
+                write_page(out / summary["href"], html)
+        found.append(summaries)
+    return found
+
+
+def problem_pages(runs: list[RunRecord], summaries: list[list[dict[str, Any]]], site: Site, env: jinja2.Environment,
+                  out: Path, generated_at: float) -> None:
+    """One page per problem: every attempt of it across cycles and runs, oldest first."""
+    template = env.get_template("problem.html.j2")
+    by_problem: dict[str, list[dict[str, Any]]] = {}
+    for per_run in summaries:
+        for summary in per_run:
+            by_problem.setdefault(summary["task_id"], []).append(summary)
+    for task_id, items in by_problem.items():
+        items.sort(key=lambda s: (s["run"], s["ended_at"]))
+        rounds = max((len(s["per_round"]) for s in items), default=0)
+        view = revision.view(items)
+        html = template.render(root="../", task_id=task_id, attempts=items, max_rounds=rounds, revision=view,
+                               colours=charts.OUTCOME_COLOURS,
+                               runs=[run.run_id for run in runs], generated_at=generated_at)
+        write_page(out / site.problem(task_id), html)
