@@ -1,10 +1,10 @@
 """Judge untrusted solutions: run a task's tests against them in a contained, limited, throw-away sandbox.
 
-Every run gets a fresh workspace holding the task's test files and the solution, written fresh; pytest runs there
-with `-I`, an empty ini (`-c`), `--noconftest` and only explicitly named test files, so nothing the solution writes
-configures pytest. The process is contained by soak.jail (the strongest isolation the host offers, recorded in the
-verdict; rlimits, wall timeout, workspace size cap, capped output, allowlisted environment); under bubblewrap the
-test files and `__pycache__` are bound read-only.
+Every run gets a fresh workspace holding the task's test files, their helpers and the solution, written fresh;
+pytest runs there with `-I`, an empty ini (`-c`), `--noconftest` and only explicitly named test files, so nothing
+the solution writes configures pytest. The process is contained by soak.jail (the strongest isolation the host
+offers, recorded in the verdict; rlimits, wall timeout, workspace size cap, capped output, allowlisted environment);
+under bubblewrap the test files, their helpers and `__pycache__` are bound read-only.
 
 The verdict does not trust the judged process. Results come over one end of a socket pair the pytest process
 inherits (`soak.sandbox.plugin` streams numbered events as they happen, each under an HMAC keyed by a per-run
@@ -192,12 +192,16 @@ def run_tests(
     for name in task.tests:
         if Path(name).name != name or name == task.entry or not name.endswith(".py"):
             raise BadInput(f"task {task.id}: test file '{name}' must be a plain .py file name, not the entry")
+    for name in task.support:
+        if Path(name).name != name or name in (task.entry, *task.tests, "home", "tmp", "__pycache__"):
+            raise BadInput(f"task {task.id}: helper file '{name}' must be a plain file name, not a test or the entry")
+    fixed = {**task.support, **task.tests}  # Written fresh before every run, bound read-only, checked after it.
     ws = Path(tempfile.mkdtemp(prefix="soak-judge-")).resolve()
     harness_end, child_end = socket.socketpair()
     try:
         for sub in ("home", "tmp", "__pycache__"):
             (ws / sub).mkdir()
-        for name, text in task.tests.items():
+        for name, text in fixed.items():
             (ws / name).write_text(text)
         (ws / task.entry).write_text(source)
         secret = secrets.token_bytes(SECRET_BYTES)
@@ -206,7 +210,7 @@ def run_tests(
         cmd = [sys.executable, "-I", "-B", "-m", "pytest", "-c", str(EMPTY_INI), "--rootdir", str(ws), "--noconftest",
                "-p", "no:cacheprovider", "-p", "soak.sandbox.plugin", f"--soak-channel={fd}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]
-        readonly = [ws / name for name in task.tests] + [ws / "__pycache__"]
+        readonly = [ws / name for name in fixed] + [ws / "__pycache__"]
         # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
         timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
         contained = launch(wrap(kind, ws, readonly, cmd), ws, limits, timeout, kind, stop=stop, channel=harness_end,
@@ -217,7 +221,7 @@ def run_tests(
             run.events.evidence.append("result channel: flooded past its cap")
         run.tests_changed = any(
             not (ws / name).is_file() or (ws / name).read_text(errors="replace") != text
-            for name, text in task.tests.items()
+            for name, text in fixed.items()
         )
         return run
     finally:
@@ -238,7 +242,7 @@ class Stopped(Exception):
 
 
 def task_key(task: TaskSpec) -> tuple[str, str]:
-    material = json.dumps([task.entry, sorted(task.tests.items()), task.reference])
+    material = json.dumps([task.entry, sorted(task.tests.items()), sorted(task.support.items()), task.reference])
     return task.id, hashlib.sha256(material.encode()).hexdigest()
 
 

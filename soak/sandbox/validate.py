@@ -4,23 +4,33 @@ import ast
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from soak.sandbox.judge import judge
+from soak.tasks import exercism
 from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import skipped_tasks
 
 
 def print_task_table(tasks: list[TaskSpec]) -> None:
-    table = Table("id", "difficulty", "tags", "suite", "title")
+    """The tasks with their test timeout, then the tasks their suites skip, each with its reason."""
+    skipped = skipped_tasks(task.suite for task in tasks)
+    table = Table("id", "difficulty", "tags", "tests s", "suite", "title")
     for task in tasks:
-        table.add_row(task.id, task.difficulty, ", ".join(task.tags), task.suite, task.title)
+        table.add_row(task.id, task.difficulty, ", ".join(task.tags), f"{task.test_timeout_seconds:g}", task.suite,
+                      task.title)
+    for task in skipped:
+        table.add_row(task.id, task.difficulty, ", ".join(task.tags), "-", task.suite, f"SKIPPED: {task.skip}",
+                      style="dim")
     console = Console()
     console.print(table)
     spread = Counter(task.difficulty for task in tasks)
-    console.print(f"{len(tasks)} tasks: " + ", ".join(f"{spread[d]} {d}" for d in ("easy", "medium", "hard")))
+    console.print(f"{len(tasks)} tasks: " + ", ".join(f"{spread[d]} {d}" for d in ("easy", "medium", "hard"))
+                  + (f"; {len(skipped)} skipped" if skipped else ""))
 
 
 ALWAYS_EQUAL = '''"""A reward hack: every name the tests import is an object that equals (and answers) everything."""
@@ -106,11 +116,23 @@ class TaskCheck:
     """The always-equal solution's outcome: `tampered` (caught in the act) or `fail`; `pass` is a problem."""
 
 
+def timeout_hint(task: TaskSpec) -> str:
+    if task.suite.startswith("exercism:"):
+        return f"; set it in {Path(task.suite.partition(':')[2]) / exercism.SETTINGS_FILE}"
+    if task.source_dir is not None:
+        return f"; set it in {task.source_dir / 'task.toml'}"
+    return ""
+
+
 def check_task(task: TaskSpec) -> TaskCheck:
     """Judge the reference, the stub, wrong.py and an always-equal solution."""
     check = TaskCheck()
     reference = judge(task, task.reference)
-    if reference.outcome != "pass":
+    if reference.outcome == "timeout":
+        limit = f"{task.test_timeout_seconds:g} s (test_timeout_seconds{timeout_hint(task)})"
+        check.problems.append(f"reference timeout: its tests took longer than the task's {limit} "
+                              + reference.error_tail[-300:])
+    elif reference.outcome != "pass":
         check.problems.append(f"reference {reference.outcome}: {reference.error_kind} {reference.error_tail[-300:]}")
     if judge(task, task.stub).outcome == "pass":
         check.problems.append("the untouched stub passes")
@@ -142,6 +164,8 @@ def validate_tasks(tasks: list[TaskSpec], jobs: int = 2) -> bool:
                 broken[task.id] = check.problems
     for task_id, problems in broken.items():
         console.print(f"[red]BROKEN[/red] {task_id}: " + "; ".join(problems), markup=True, highlight=False)
+    for task in skipped_tasks(task.suite for task in tasks):
+        console.print(f"SKIPPED {task.id}: {task.skip}", highlight=False)
     console.print("always-equal solutions: " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(hacks.items())))
     console.print(f"{len(tasks) - len(broken)}/{len(tasks)} tasks sound")
     return not broken

@@ -1,14 +1,12 @@
 """The task format: `task.toml`, `prompt.md`, `test_solution.py`, `reference.py` (and `wrong.py`)."""
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from soak.files import load_model
-from soak.files import describe_validation_error
 from soak.errors import BadInput
+from soak.files import load_model
 
 Difficulty = Literal["easy", "medium", "hard"]
 
@@ -38,6 +36,9 @@ class TaskSpec(TaskMeta):
     prompt: str
     tests: dict[str, str]
     """Test file name -> source; copied fresh into the workspace before every test run."""
+    support: dict[str, str] = Field(default_factory=dict)
+    """Helper file name -> source: files the tests or the solution import that are neither (Exercism's
+    `test_utils.py`, `files.editor`); written beside the tests before every run and read-only like them."""
     reference: str
     """A correct solution (the entry file's content)."""
     stub: str = ""
@@ -45,6 +46,9 @@ class TaskSpec(TaskMeta):
     wrong: str | None = None
     """A plausible wrong solution that the tests must reject."""
     source_dir: Path | None = None
+    skip: str = ""
+    """Why the task is never run (e.g. a refactoring exercise whose stub already passes): `soak tasks list`
+    shows it; the suite loaders leave skipped tasks out unless asked for them."""
 
     @property
     def module(self) -> str:

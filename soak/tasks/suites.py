@@ -2,12 +2,13 @@
 
 import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
 
 from soak.errors import BadInput
 from soak.paths import builtin_tasks_dir
+from soak.tasks import exercism
 from soak.tasks.spec import TaskSpec, load_task_dir
 
 SUITE_NAMES = "builtin, humaneval, exercism:PATH, dir:PATH"
@@ -66,67 +67,33 @@ def load_humaneval() -> list[TaskSpec]:
     ]
 
 
-def load_exercism(root: Path) -> list[TaskSpec]:
-    """Folders in the Exercism practice-exercise layout (`.meta/config.json`, `.docs/`, stub, tests)."""
-    if not root.is_dir():
-        raise BadInput(f"{root}: no such Exercism folder")
-    tasks = []
-    for folder in sorted(p for p in root.iterdir() if (p / ".meta" / "config.json").is_file()):
-        config_path = folder / ".meta" / "config.json"
-        try:
-            files = json.loads(config_path.read_text())["files"]
-            solution, tests, example = files["solution"][0], files["test"], files["example"][0]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError) as error:
-            raise BadInput(f"{config_path}: needs files.solution, files.test and files.example ({error!r})") from None
-        docs = folder / ".docs"
-        prompt = (docs / "instructions.md").read_text() if (docs / "instructions.md").is_file() else ""
-        if (docs / "instructions.append.md").is_file():
-            prompt += "\n\n" + (docs / "instructions.append.md").read_text()
-        prompt += f"\n\nWrite your solution in `{solution}`; the tests import it as `{solution[:-3]}`."
-        missing = [name for name in [solution, example, *tests] if not (folder / name).is_file()]
-        if missing:
-            raise BadInput(f"{config_path}: names files that do not exist: {', '.join(missing)}")
-        tasks.append(
-            TaskSpec(
-                id=folder.name,
-                title=folder.name.replace("-", " ").capitalize(),
-                difficulty="medium",
-                tags=["exercism"],
-                entry=solution,
-                suite=f"exercism:{root}",
-                prompt=prompt,
-                tests={Path(name).name: (folder / name).read_text() for name in tests},
-                reference=(folder / example).read_text(),
-                stub=(folder / solution).read_text(),
-                source_dir=folder,
-            )
-        )
-    if not tasks:
-        raise BadInput(f"{root}: holds no Exercism exercises (each needs .meta/config.json)")
-    return tasks
+def load_exercism(root: Path, include_skipped: bool = False) -> list[TaskSpec]:
+    """Folders in the Exercism practice-exercise layout (soak.tasks.exercism says how they are read)."""
+    return exercism.load(root, include_skipped)
 
 
 LOADERS: dict[str, Callable[[], list[TaskSpec]]] = {"builtin": load_builtin, "humaneval": load_humaneval}
 
 
-def load_suite(name: str) -> list[TaskSpec]:
+def load_suite(name: str, include_skipped: bool = False) -> list[TaskSpec]:
+    """One suite's tasks; skipped ones (each with its reason in `skip`) only when asked for."""
     name = name.strip()
     if name in LOADERS:
         return LOADERS[name]()
     kind, _, path = name.partition(":")
     if kind == "exercism" and path:
-        return load_exercism(Path(path))
+        return load_exercism(Path(path), include_skipped)
     if kind == "dir" and path:
         return load_dir(Path(path), name)
     raise BadInput(f"unknown suite '{name}' (known: {SUITE_NAMES})")
 
 
-def load_suites(spec: str) -> list[TaskSpec]:
-    """Comma-separated suites, in order; task ids must be unique across them."""
+def load_suites(spec: str, include_skipped: bool = False) -> list[TaskSpec]:
+    """Comma-separated suites, in order; task ids must be unique across them. Skipped tasks never reach a night."""
     tasks: list[TaskSpec] = []
     seen: dict[str, str] = {}
     for name in filter(None, (part.strip() for part in spec.split(","))):
-        for task in load_suite(name):
+        for task in load_suite(name, include_skipped):
             if task.id in seen:
                 raise BadInput(f"task id '{task.id}' appears in both {seen[task.id]} and {task.suite}")
             seen[task.id] = task.suite
@@ -136,12 +103,20 @@ def load_suites(spec: str) -> list[TaskSpec]:
     return tasks
 
 
+def skipped_tasks(suites: Iterable[str]) -> list[TaskSpec]:
+    """The tasks these suites (`task.suite` names) hold but leave out, each with its reason."""
+    exercism_suites = [name for name in dict.fromkeys(suites) if name.startswith("exercism:")]  # The one that skips.
+    return [task for name in exercism_suites for task in load_suite(name, include_skipped=True) if task.skip]
+
+
 def find_task(id_or_dir: str, suites: str = "builtin,humaneval") -> TaskSpec:
     """A task folder path, or a task id looked up in the given suites."""
     path = Path(id_or_dir)
     if (path / "task.toml").is_file():
         return load_task_dir(path, f"dir:{path.parent}")
-    for task in load_suites(suites):
+    for task in load_suites(suites, include_skipped=True):
         if task.id == id_or_dir:
+            if task.skip:
+                raise BadInput(f"task '{id_or_dir}' is skipped: {task.skip}")
             return task
     raise BadInput(f"no task '{id_or_dir}' in suites {suites} (try `soak tasks list`)")
