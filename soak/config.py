@@ -169,8 +169,10 @@ class SoakConfig(Strict):
     suite: str = "builtin"
     concurrency: int = 2
     seed: int = 0
-    grace_seconds: float = 300
-    """At the deadline no task starts; those in flight get this long to finish, then they are cancelled."""
+    grace_seconds: float | None = None
+    """At the deadline no task starts; those in flight get this long to finish, then they are cancelled (recorded
+    `cancelled`, redone on resume). None (the default) scales it with the session's length so the night ends within
+    5 % (at least 60 s) of its deadline: min(300, max(60, 5 % of the length) - 20) s (soak.night.loop.grace_for)."""
     budgets: Budgets = Field(default_factory=Budgets)
     agent: Agent = Field(default_factory=Agent)
     stack: Stack = Field(default_factory=Stack)

@@ -126,13 +126,16 @@ async def run_task(
     on_call: Callable[[CallRow], None],
     route: str = "",
     judge: Judge | None = None,
+    on_step: Callable[[int, Role], None] | None = None,
 ) -> TaskRow:
-    """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates."""
+    """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates.
+    `on_step(round, role)` is told as each call starts (a live view's current round and role)."""
     if judge is None:
         judge = judge_solution
     if mode == "delegate" and orchestrator is None:
         orchestrator = coder
     loop = _TaskLoop(task, orchestrator, coder, budgets, mode, Path(workdir), run_id, cycle, on_call, judge)
+    loop.on_step = on_step or loop.on_step
     return await loop.run(route)
 
 
@@ -162,6 +165,7 @@ class _TaskLoop:
         self.judged_source: str | None = None
         self.test_seconds = 0.0
         self.thread = ""
+        self.on_step: Callable[[int, Role], None] = lambda round_, role: None
 
     async def run(self, route: str) -> TaskRow:
         started_at, clock = time.time(), time.monotonic()
@@ -343,6 +347,7 @@ class _TaskLoop:
         if self.calls >= self.max_calls:
             raise CallCap(f"call cap of {self.max_calls} calls reached")
         self.calls += 1
+        self.on_step(self.round, role)
         left = self.budgets.max_completion_tokens - self.completion_tokens
         context = CallContext(run_id=self.run_id, task_id=self.task.id, cycle=self.cycle, call_index=len(self.rows))
         result = await model.chat(

@@ -21,6 +21,23 @@ from soak.tasks.spec import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
 HEARTBEAT_SECONDS = 5.0
+MAX_GRACE_SECONDS = 300.0
+END_RESERVE_SECONDS = 20.0
+"""Kept out of the grace for what follows it: cancelling the attempts (each kills its tests, an agent's tree),
+recording them, stopping the stack (a server gets 10 s of SIGTERM, then SIGKILL)."""
+
+
+def deadline_slack(length: float) -> float:
+    """How late a night of `length` seconds may end: 5 % of it, at least 60 s."""
+    return max(60.0, 0.05 * length)
+
+
+def grace_for(length: float, configured: float | None = None) -> float:
+    """Seconds the attempts in flight at the deadline get to finish: `grace_seconds` when set, else
+    min(300, slack - 20 s), so grace and shutdown fit the slack (a 10-minute night: 40 s; 8 hours: 300 s)."""
+    if configured is not None:
+        return max(0.0, configured)
+    return min(MAX_GRACE_SECONDS, max(0.0, deadline_slack(length) - END_RESERVE_SECONDS))
 
 
 @dataclass
@@ -32,6 +49,8 @@ class Attempt:
     session: int
     workdir: Path
     on_call: Callable[[CallRow], None]
+    on_step: Callable[[int, str], None] = lambda round_, role: None
+    """Told (round, role) as the attempt's loop starts each call, for the live view; calls go to on_call."""
 
 
 TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
@@ -132,6 +151,10 @@ class InFlight:
     job: asyncio.Task
     calls: Counter = field(default_factory=Counter)
     call_rows: list[CallRow] = field(default_factory=list)
+    round: int = 0
+    """The round the attempt is in (0: not told, e.g. an external agent)."""
+    role: str = ""
+    """The role of the call running now (from on_step), else of the last recorded call."""
 
 
 class Runner(RowListener):
@@ -139,7 +162,7 @@ class Runner(RowListener):
 
     def __init__(
         self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn, *,
-        readiness: Readiness, detached: bool = False, retry: Iterable[str] = (),
+        readiness: Readiness, detached: bool = False, retry: Iterable[str] = (), started_at: float | None = None,
     ):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
         self.readiness = readiness
@@ -159,15 +182,21 @@ class Runner(RowListener):
         self.recovery: asyncio.Task | None = None
         self.deadline_at: float | None = None
         """Wall-clock time at which no new attempt starts; None without a duration limit."""
+        duration = info.limits.duration_seconds
+        self.length = None if duration is None else max(0.0, duration - info.active_seconds)
+        """This session's share of the duration (what the earlier sessions left), from its start; None: no limit."""
+        self.grace = 0.0 if self.length is None else grace_for(self.length, config.grace_seconds)
+        """Seconds the attempts in flight at the deadline get before they are cancelled (grace_for)."""
+        self.started_at = started_at
+        """When the session began (before its stack started, so start-up counts as running time); default: now."""
         self.detached = detached
 
     # --- session bookkeeping ---------------------------------------------------------------------
 
     def begin(self) -> None:
-        now = time.time()
-        limits = self.info.limits
-        if limits.duration_seconds is not None:
-            self.deadline_at = now + max(0.0, limits.duration_seconds - self.info.active_seconds)
+        now = min(self.started_at or time.time(), time.time())
+        if self.length is not None:
+            self.deadline_at = now + self.length
         self.info.sessions.append(
             Session(session=self.session, pid=os.getpid(), started_at=now, last_seen_at=now, detached=self.detached)
         )
@@ -251,8 +280,8 @@ class Runner(RowListener):
         if self.deadline_at is None:
             return
         await asyncio.sleep(max(0.0, self.deadline_at - time.time()))
-        self.stop("deadline", f"{len(self.in_flight)} attempts in flight then, grace {self.config.grace_seconds:g} s")
-        await asyncio.sleep(self.config.grace_seconds)
+        self.stop("deadline", f"{len(self.in_flight)} attempts in flight then, grace {self.grace:g} s")
+        await asyncio.sleep(self.grace)
         for flight in self.in_flight.values():
             flight.job.cancel()
 
@@ -281,10 +310,14 @@ class Runner(RowListener):
             row = row.model_copy(update={"run_id": self.folder.run_id, "session": self.session})
             flight.calls[row.role] += 1
             flight.call_rows.append(row)
+            flight.role = flight.role if flight.round else row.role
             self.folder.record_call(row)
 
+        def on_step(round_: int, role: str) -> None:
+            flight.round, flight.role = round_, role
+
         job = asyncio.create_task(
-            self.task_fn(task, Attempt(self.folder.run_id, cycle, self.session, workdir, on_call))
+            self.task_fn(task, Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step))
         )
         flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job)
         try:

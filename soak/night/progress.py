@@ -3,6 +3,7 @@
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -18,6 +19,28 @@ from soak.record.summary import span_text
 RATE_WINDOW_SECONDS = 300.0
 OUTCOME_STYLE = {"pass": "green", "fail": "red", "infra_error": "magenta", "harness_error": "magenta",
                  "cancelled": "dim"}
+STACK_EVENTS = ("down", "restart", "up")
+"""The stack's events a log of the night shows (beside the runner's own)."""
+
+
+@dataclass
+class Current:
+    """An attempt running now, as the live view shows it."""
+
+    task_id: str
+    cycle: int
+    started_at: float = 0.0
+    """0 = unknown (read from run.json's in_flight)."""
+    round: int = 0
+    """0 = not told (an external agent's attempt)."""
+    role: str = ""
+    calls: int = 0
+
+    @classmethod
+    def from_key(cls, key: str) -> "Current":
+        """From run.json's `task_id/cycle`."""
+        task_id, _, cycle = key.rpartition("/")
+        return cls(task_id or key, int(cycle) if cycle.isdigit() else 0)
 
 
 class RunStats(RowListener):
@@ -29,9 +52,16 @@ class RunStats(RowListener):
         self.latest: dict[tuple[str, int], str] = {}
         """(task_id, cycle) -> the outcome that counts for that attempt."""
         self.calls = 0
+        self.mangled_calls = 0
+        """Calls whose tool call was judged neither ok nor none (mangled name, bad JSON, path escape...)."""
+        self.revised: dict[tuple[str, int], bool] = {}
+        """(task_id, cycle) of the attempts that went past round 1 -> whether the revision passed."""
+        self.restarts = 0
         self.recent_calls: deque[float] = deque()
-        self.in_flight: Callable[[], dict[str, float]] = lambda: dict.fromkeys(self.info.in_flight, 0.0)
-        """`task/cycle` -> start time of the attempts running now; the runner plugs in its own (0 = unknown)."""
+        self.in_flight: Callable[[], list[Current]] = lambda: [Current.from_key(k) for k in self.info.in_flight]
+        """The attempts running now; the runner plugs in its own (round, role, calls and start time)."""
+        self.grace: float | None = None
+        """Seconds the attempts in flight at the deadline get (the runner's), for the view after the deadline."""
         self.cycle = 0
         self.state = "running"
 
@@ -43,6 +73,7 @@ class RunStats(RowListener):
             stats.task(row)
         for row in read_rows(path / "calls.csv", CallRow) if with_calls else ():
             stats.call(row)
+        stats.restarts = sum(e.kind == "restart" for e in read_rows(path / "events.csv", EventRow))
         return stats
 
     @property
@@ -64,9 +95,14 @@ class RunStats(RowListener):
         self.latest[key] = row.outcome
         self.outcomes[row.outcome] += 1
         self.cycle = max(self.cycle, row.cycle)
+        if row.rounds > 1:
+            self.revised[key] = row.outcome == "pass"
+        else:
+            self.revised.pop(key, None)
 
     def call(self, row: CallRow) -> None:
         self.calls += 1
+        self.mangled_calls += row.integrity not in ("ok", "none")
         self.recent_calls.append(row.started_at)
         while self.recent_calls and self.recent_calls[0] < row.started_at - RATE_WINDOW_SECONDS:
             self.recent_calls.popleft()
@@ -78,6 +114,8 @@ class RunStats(RowListener):
             self.state = "running"
         elif row.kind in ("signal", "error_budget"):
             self.state = "stopping"
+        elif row.kind == "restart":
+            self.restarts += 1
 
     @property
     def done(self) -> int:
@@ -100,7 +138,10 @@ class RunStats(RowListener):
 
     def left(self) -> str:
         parts = []
-        if self.deadline_at is not None:
+        if self.deadline_at is not None and time.time() >= self.deadline_at and self.info.ended_at is None:
+            grace = "" if self.grace is None else f" (grace {span_text(self.grace)}, then cancelled, redone on resume)"
+            parts.append(f"deadline passed: no new attempt, those in flight finish{grace}")
+        elif self.deadline_at is not None:
             parts.append(f"{span_text(max(0.0, self.deadline_at - time.time()))} left")
         limits = self.info.limits
         if limits.max_tasks is not None:
@@ -116,6 +157,27 @@ class RunStats(RowListener):
             f" · pass rate {rate} · {self.calls} calls ({self.calls_per_minute():.1f}/min)"
         )
 
+    def signs(self) -> str:
+        """What the night has shown beyond pass and fail: revisions, mangled tool calls, over-iteration, restarts."""
+        fixed = sum(self.revised.values())
+        return (
+            f"{len(self.revised)} revised ({fixed} passed on revision) · {self.mangled_calls} mangled tool calls"
+            f" · {self.outcomes['call_cap']} over-iterating (call cap) · {self.restarts} server restarts"
+        )
+
+    def current_table(self, now: float) -> Table | Text:
+        """The attempts running now: task, cycle, round, role of the call running, calls so far, elapsed."""
+        current = sorted(self.in_flight(), key=lambda c: (c.started_at or now, c.task_id))
+        if not current:
+            return Text("in flight: none", style="dim")
+        table = Table(box=None, pad_edge=False, title="in flight", title_justify="left", title_style="dim")
+        for column in ("task", "cycle", "round", "role", "calls", "elapsed"):
+            table.add_column(column, justify="left" if column in ("task", "role") else "right")
+        for c in current:
+            table.add_row(c.task_id, str(c.cycle), str(c.round or "-"), c.role or "-", str(c.calls),
+                          span_text(now - c.started_at) if c.started_at else "-")
+        return table
+
     def table(self) -> Table:
         """Counts by outcome, model-judged first."""
         table = Table(box=None, show_header=True, pad_edge=False)
@@ -128,10 +190,7 @@ class RunStats(RowListener):
     def render(self) -> Group:
         now = time.time()
         title = Text(f"soak run {self.info.run_id} · {self.state} · cycle {self.cycle} · {self.left()}", style="bold")
-        current = ", ".join(
-            f"{key} {now - started:.0f}s" if started else key for key, started in sorted(self.in_flight().items())
-        )
-        return Group(title, Text(self.headline()), self.table(), Text(f"in flight: {current or 'none'}", style="dim"))
+        return Group(title, Text(self.headline()), Text(self.signs()), self.table(), self.current_table(now))
 
 
 class QuietLines(RowListener):
@@ -150,7 +209,7 @@ class QuietLines(RowListener):
         )
 
     def event(self, row: EventRow) -> None:
-        if row.source == "runner" and row.kind not in ("run_end",):
+        if (row.source == "runner" and row.kind not in ("run_end",)) or row.kind in STACK_EVENTS:
             self.console.print(f"{row.kind}: {row.detail}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -162,6 +221,21 @@ def live_view(stats: RunStats, console: Console) -> Live:
             return stats.render()
 
     return Live(Renderable(), console=console, refresh_per_second=2, transient=True)
+
+
+def next_steps(stats: RunStats, folder: Path, reason: str) -> list[str]:
+    """What to type next: the report and where its HTML goes; how to continue a run that was cut short."""
+    from soak.report.render import default_output
+
+    run_id = stats.info.run_id
+    lines = [f"run folder: {folder}",
+             f"next: soak report {run_id}   (the report goes to {default_output([folder])})"]
+    redo = f", {stats.outcomes['cancelled']} cancelled attempts run again" if stats.outcomes["cancelled"] else ""
+    if reason in ("signal", "error_budget"):
+        lines.append(f"continue it: soak run --resume {run_id}   (finished attempts are kept{redo})")
+    elif reason == "deadline" and redo:
+        lines.append(f"continue it: soak run --resume {run_id} --hours N   (finished attempts are kept{redo})")
+    return lines
 
 
 def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
@@ -177,7 +251,10 @@ def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
         Text(f"run {stats.info.run_id} {ended}" + (f" ({detail})" if detail else ""), style="bold"),
         Text(stats.headline()),
         stats.table(),
-        Text(f"{span_text(active)} running over {len(stats.info.sessions)} session(s); record in {folder}"),
+        Text(stats.signs()),
+        Text(f"{span_text(active)} running over {len(stats.info.sessions)} session(s)"),
+        *(Text(line, style="bold" if line.startswith("next") else "") for line in
+          next_steps(stats, folder, reason)),
     ]
     return Group(*lines)
 

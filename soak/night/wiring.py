@@ -15,7 +15,7 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.night.loop import Attempt, Readiness, RunEnd, Runner, TaskFn
-from soak.night.progress import QuietLines, RunStats, live_view, summary
+from soak.night.progress import Current, QuietLines, RunStats, live_view, summary
 from soak.record.folder import RunFolder
 from soak.record.schema import RunInfo, TaskRow
 from soak.tasks.spec import TaskSpec
@@ -126,7 +126,7 @@ class AgentTasks:
         return await self.run_task(
             task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
             mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
-            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge,
+            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge, on_step=attempt.on_step,
         )
 
     async def close(self) -> None:
@@ -137,19 +137,22 @@ class AgentTasks:
 def run_night(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
     quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
-    judge: Callable[..., Any] | None = None, retry: tuple[str, ...] = (),
+    judge: Callable[..., Any] | None = None, retry: tuple[str, ...] = (), started_at: float | None = None,
 ) -> RunEnd:
     """Run one session in the foreground, with the pid file in place while it runs.
 
     `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox; `retry` names
-    the outcomes whose attempts this session runs again.
+    the outcomes whose attempts this session runs again; `started_at` is when the session began (default: now):
+    the time it takes to start the stack counts as running time, so the deadline holds.
     """
+    started_at = started_at or time.time()
     console = console or Console()
     folder.open()
     write_pid(folder)
     try:
         return asyncio.run(
-            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry)
+            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry,
+                    started_at)
         )
     except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
         return RunEnd("signal", "interrupted while starting")
@@ -161,7 +164,7 @@ def run_night(
 async def session(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
     quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
-    retry: tuple[str, ...] = (),
+    retry: tuple[str, ...] = (), started_at: float | None = None,
 ) -> RunEnd:
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
@@ -212,8 +215,13 @@ async def session(
             agent = AgentTasks(config, info.routing, judge)
             cleanup.push_async_callback(agent.close)
             task_fn = agent
-        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry)
-        stats.in_flight = lambda: {key: flight.started_at for key, flight in runner.in_flight.items()}
+        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry,
+                        started_at=started_at)
+        stats.in_flight = lambda: [
+            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, sum(f.calls.values()))
+            for f in list(runner.in_flight.values())
+        ]
+        stats.grace = None if runner.length is None else runner.grace
         with nullcontext() if lines else live_view(stats, console):
             end = await runner.run()
     console.print(summary(stats, folder.path, end.reason, end.detail))
