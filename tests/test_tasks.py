@@ -14,8 +14,9 @@ from soak.tasks.spec import TaskSpec, load_task_dir
 from soak.tasks.suites import find_task, load_suites
 
 FIXTURES = Path(__file__).parent / "fixtures"
-EXERCISM_RUN = {"leap-year", "meter-reading", "prime-sum", "two-fer", "word-tally"}
-"""The fixtures' exercises that run; report-card (a refactoring exercise) is skipped."""
+KINDS = FIXTURES / "exercism" / "kinds"
+"""One exercise of each kind the public track has that the importer must handle (kept apart from the
+two-exercise suite that the night tests run)."""
 EXAMPLE = Path(__file__).parents[1] / "tasks" / "word-frequency"
 
 
@@ -50,7 +51,7 @@ def test_exercism_layout():
     assert by_id["leap-year"].entry == "leap.py"
 
 
-def exercism_task(task_id: str, root: Path = FIXTURES / "exercism") -> TaskSpec:
+def exercism_task(task_id: str, root: Path = KINDS) -> TaskSpec:
     return next(t for t in load_suites(f"exercism:{root}", include_skipped=True) if t.id == task_id)
 
 
@@ -101,7 +102,7 @@ def test_exercism_slow_exercise_gets_its_time_and_says_so():
 
 
 def test_exercism_refactoring_exercise_is_skipped_with_its_reason():
-    root = FIXTURES / "exercism"
+    root = KINDS
     assert "report-card" not in {t.id for t in load_suites(f"exercism:{root}")}
     task = exercism_task("report-card")
     assert task.tags == ["exercism", "refactoring"] and task.skip.startswith("refactoring exercise")
@@ -109,13 +110,13 @@ def test_exercism_refactoring_exercise_is_skipped_with_its_reason():
         find_task("report-card", f"exercism:{root}")
     result = CliRunner().invoke(main, ["tasks", "list", "--suite", f"exercism:{root}"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    assert "SKIPPED: refactoring exercise" in result.output and "5 tasks" in result.output
+    assert "SKIPPED: refactoring exercise" in result.output and "3 tasks" in result.output
     assert "1 skipped" in result.output
 
 
 def test_exercism_suite_settings_make_time_visible_and_settable(tmp_path):
     for name in ("prime-sum", "report-card"):
-        shutil.copytree(FIXTURES / "exercism" / name, tmp_path / name)
+        shutil.copytree(KINDS / name, tmp_path / name)
     settings = tmp_path / exercism.SETTINGS_FILE
     settings.write_text('[exercise.prime-sum]\ntest_timeout_seconds = 0.05\n\n[exercise.report-card]\nskip = ""\n')
     assert exercism_task("prime-sum", tmp_path).test_timeout_seconds == 0.05
@@ -181,7 +182,7 @@ def test_cli_tasks_list_json_and_bad_suite_exit_code():
     result = runner.invoke(main, ["tasks", "list", "--suite", f"exercism:{FIXTURES / 'exercism'}", "--json"])
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.output.splitlines()]
-    assert {r["id"] for r in rows} == EXERCISM_RUN
+    assert {r["id"] for r in rows} == {"two-fer", "leap-year"}
     result = runner.invoke(main, ["tasks", "list", "--suite", "nope"])
     assert result.exit_code == 2
     assert "unknown suite 'nope'" in result.output
@@ -200,7 +201,10 @@ def test_validate_proves_always_equal_objects_fail(tmp_path):
     runner = CliRunner()
     result = runner.invoke(main, ["tasks", "validate", "--suite", f"exercism:{FIXTURES / 'exercism'}"])
     assert result.exit_code == 0, result.output
-    assert "always-equal solutions: 1 fail, 4 tampered" in result.output and "5/5 tasks sound" in result.output
+    assert "always-equal solutions: 1 fail, 1 tampered" in result.output and "2/2 tasks sound" in result.output
+    result = runner.invoke(main, ["tasks", "validate", "--suite", f"exercism:{KINDS}"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "always-equal solutions: 3 tampered" in result.output and "3/3 tasks sound" in result.output
     assert "SKIPPED report-card: refactoring exercise" in result.output
     reference, wrong = "def double(x):\n    return 2 * x\n", "def double(x):\n    return 0\n"
     write_task(tmp_path / "strict", "from solution import double\n\n\ndef test_double():\n"
