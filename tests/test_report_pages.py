@@ -309,3 +309,20 @@ def test_sim_pages_in_a_real_browser(sim_runs: dict[str, Path], tmp_path: Path) 
     assert pixels.std() > 0.05 and dark > 0.05, (pixels.std(), dark)
     assert np.unique(pixels.reshape(-1, 3)[::97], axis=0).shape[0] > 50
     assert browser()
+
+
+def test_route_names_a_problem_revision_never_fixes() -> None:
+    from test_report import task
+
+    from soak.decisions.route import RouteRules, decide, revision_counts
+    from soak.record.summary import problem_table
+
+    tasks = pd.DataFrame([t.model_dump() for t in [
+        *(task(task_id="stuck", cycle=c, outcome="fail", rounds=2) for c in range(3)),
+        *(task(task_id="mends", cycle=c, outcome="pass" if c else "fail", rounds=2) for c in range(3)),
+    ]])
+    table = problem_table(tasks).join(revision_counts(tasks))
+    assert table.loc["stuck", ["revised", "revision_fixes"]].tolist() == [3, 0]
+    routes = decide(table, RouteRules(), typical_calls=3)
+    assert "revision fixed none of its 3 second rounds" in routes["stuck"][1]
+    assert "mends" not in routes

@@ -65,6 +65,14 @@ def typical_calls(tasks: pd.DataFrame) -> float:
     return float(sample["calls"].median()) if len(sample) else 0.0
 
 
+def revision_counts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Per problem: model-judged attempts that went to a second round (round 1 failed) and how many of them passed;
+    the report's "Did revision help?" reads the round files for the finer split."""
+    revised = tasks[(tasks["rounds"] >= 2) & tasks["outcome"].isin(MODEL_OUTCOMES)]
+    grouped = revised.assign(fixed=revised["outcome"] == "pass").groupby("task_id")
+    return pd.DataFrame({"revised": grouped.size(), "revision_fixes": grouped["fixed"].sum()})
+
+
 def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict[str, tuple[Route, str]]:
     """Apply the rules; each route comes with the sentence that explains it."""
     routes: dict[str, tuple[Route, str]] = {}
@@ -77,6 +85,9 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
             facts += f", {int(row.tampered)} tampered with the judging"
         if row.suspicious_passes:
             facts += f", {int(row.suspicious_passes)} of the passes suspicious"
+        revised = int(getattr(row, "revised", 0) or 0)
+        if revised >= rules.min_attempts and not getattr(row, "revision_fixes", 0):
+            facts += f", revision fixed none of its {revised} second rounds (more rounds would not help)"
         looping = typical_calls > 0 and row.median_calls > rules.over_factor * typical_calls
         if row.pass_rate <= rules.max_pass_rate:
             if looping:
@@ -135,5 +146,6 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
         rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
     table = problem_table(tasks)
     table = table[table["model_attempts"] > 0]  # infra errors count against the stack, not the problem
+    table = table.join(revision_counts(tasks)).fillna({"revised": 0, "revision_fixes": 0})
     routes = decide(table, rules, typical_calls(tasks))
     return render_routing(routes, rules, [run.run_id for run in runs]), table, routes
