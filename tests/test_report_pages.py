@@ -326,3 +326,28 @@ def test_route_names_a_problem_revision_never_fixes() -> None:
     routes = decide(table, RouteRules(), typical_calls=3)
     assert "revision fixed none of its 3 second rounds" in routes["stuck"][1]
     assert "mends" not in routes
+
+
+def test_external_agent_attempt_shows_its_output_and_logs(tmp_path: Path) -> None:
+    from test_report import task, write
+
+    from soak.record.schema import TaskRow
+
+    run = tmp_path / "agent-night"
+    round_1 = run / "work" / "two-fer" / "0" / "round-1"
+    (round_1 / "agent" / ".hermes" / "sessions").mkdir(parents=True)
+    (round_1 / "two_fer.py").write_text("def two_fer(name='you'):\n    return '<script>x</script>'\n")
+    (round_1 / "test_output.txt").write_text("F.\nFAILED two_fer_test.py::test_name - AssertionError\n"
+                                             "1 failed, 1 passed in 0.1s\n")
+    (round_1 / "agent" / "output.txt").write_text("hermes: wrote two_fer.py <b>done</b>\n")
+    (round_1 / "agent" / ".hermes" / "sessions" / "s1.json").write_text('{"turns": 3}')
+    write(run / "tasks.csv", TaskRow, [task(run_id="agent-night", task_id="two-fer", outcome="fail", agent_calls=3,
+                                            agent="hermes-agent 0.19.0", tests_passed=1, tests_total=2)])
+    index = render_report([run], tmp_path / "report")
+    page = attempt_page(index.parent, "agent-night", "two-fer", 0)
+    text = parse(page).text
+    assert "an external agent (hermes-agent 0.19.0) ran this attempt" in text
+    assert "hermes: wrote two_fer.py <b>done</b>" in text and "agent: .hermes/sessions/s1.json" in text
+    assert "<b>done</b>" not in page.read_text() and "<script>x" not in page.read_text()
+    assert "two_fer_test.py::test_name" in text and "1/2 passed" in text
+    assert page.resolve() in crawl(index)
