@@ -57,12 +57,13 @@ def table(attempts: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
     """Per `by` (task_id or model): attempts whose round 1 failed and what round 2 did, most failed first."""
     frame = pd.DataFrame([{by: a[by], "revision": a["revision"], "loop": bool(a["loop"])} for a in attempts],
                          columns=[by, "revision", "loop"])
+    loops = frame.groupby(by)["loop"].sum()
     frame = frame[frame["revision"] != ""]
     if frame.empty:
         return []
     counts = frame.groupby([by, "revision"]).size().unstack(fill_value=0).reindex(columns=CATEGORIES, fill_value=0)
     counts["failed_round_1"] = counts.sum(axis=1)
-    counts["looping"] = frame.groupby(by)["loop"].sum()
+    counts["looping"] = loops.reindex(counts.index).fillna(0).astype(int)  # every attempt's, a pass's too
     revised = counts["failed_round_1"] - counts["no_round_2"]
     counts["fix_rate"] = (counts["fixed"] / revised.where(revised > 0)).astype(float)
     counts = counts.reset_index().sort_values(["failed_round_1", by], ascending=[False, True])
