@@ -180,8 +180,32 @@ def builtin_comparisons(kind: type) -> bool:
     return honest
 
 
+TEST_WILDCARDS: set[int] = set()
+"""Ids of the always-equal objects the task's own tests use (unittest.mock.ANY in `call(None, ANY)`): the test
+file says so, not the solution, and then that one object compares as the tests mean it to."""
+
+
+def uses_mock_any(mod: ast.Module) -> bool:
+    """Whether a test module uses unittest.mock's ANY (imported by name, or as `mock.ANY`)."""
+    for node in ast.walk(mod):
+        mock_import = isinstance(node, ast.ImportFrom) and node.module in ("unittest.mock", "mock")
+        if mock_import and any(alias.name == "ANY" for alias in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "ANY":
+            return True
+    return False
+
+
+def allow_mock_any() -> None:
+    from unittest import mock
+
+    TEST_WILDCARDS.add(id(mock.ANY))
+
+
 def agrees_with_anything(value: object) -> bool:
     """Whether `value` claims equality (or order) with probes no honest value equals."""
+    if id(value) in TEST_WILDCARDS:
+        return False
     try:
         if bool(value == PROBE_OBJECT) or not bool(value != PROBE_OBJECT):
             return True
@@ -349,6 +373,8 @@ def install_strict_equality() -> None:
     original = rewrite.rewrite_asserts
 
     def rewrite_asserts(mod, source, module_path=None, config=None) -> None:
+        if uses_mock_any(mod):
+            allow_mock_any()
         original(mod, source, module_path, config)
         strict_module(mod)
 
@@ -429,7 +455,8 @@ def freeze_modules(modules: list[types.ModuleType]) -> Snapshot:
 
 def attributes(obj: object) -> dict[str, object]:
     """An object's instance attributes, from its `__dict__` and its classes' `__slots__`."""
-    found = dict(getattr(obj, "__dict__", {}))
+    own = getattr(obj, "__dict__", None)
+    found = dict(own) if isinstance(own, dict) else {}  # a class may define a method named __dict__ (pov's Tree)
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
