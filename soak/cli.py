@@ -253,11 +253,15 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
                    "harness_error, agent_error); each new row supersedes the old one, which stays in tasks.csv.")
 @click.option("--detach", is_flag=True, help="Run in the background (own session, log in the run folder).")
 @click.option("--detached", is_flag=True, hidden=True)
+@click.option("--rehearse", is_flag=True,
+              help="A rehearsal in about two minutes: soak starts `soak sim --scenario rehearsal` as both roles and "
+                   "runs one pass over the built-in bank (passes, revisions, over-iteration, mangled tool calls, a "
+                   "server restart), then renders the report.")
 def run(config_path: Path | None, hours: float | None, minutes: float | None, max_tasks: int | None,
         suite: str | None, concurrency: int | None, seed: int | None, run_id: str | None, mode: str | None,
         agent_name: str | None, base_url: str | None, model: str | None, routing: Path | None,
         metrics_port: int | None, quiet: bool, resume: str | None, retry: str | None, detach: bool,
-        detached: bool) -> None:
+        detached: bool, rehearse: bool) -> None:
     """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
 
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
@@ -270,7 +274,7 @@ def run(config_path: Path | None, hours: float | None, minutes: float | None, ma
         config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
         seed=seed, run_id=run_id, mode=mode, agent=agent_name, base_url=base_url, model=model, routing=routing,
         metrics_port=metrics_port, quiet=quiet, resume=resume, retry=parse_retry(retry), detach=detach,
-        detached=detached,
+        detached=detached, rehearse=rehearse,
     )
     sys.exit(run_command(options))
 

@@ -126,10 +126,11 @@ async def run_task(
     on_call: Callable[[CallRow], None],
     route: str = "",
     judge: Judge | None = None,
-    on_step: Callable[[int, Role], None] | None = None,
+    on_step: Callable[[int, str], None] | None = None,
 ) -> TaskRow:
     """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates.
-    `on_step(round, role)` is told as each call starts (a live view's current round and role)."""
+    `on_step(round, role)` is told as each call starts, and `on_step(round, "tests")` as the tests start (a live
+    view's current round and step)."""
     if judge is None:
         judge = judge_solution
     if mode == "delegate" and orchestrator is None:
@@ -165,7 +166,7 @@ class _TaskLoop:
         self.judged_source: str | None = None
         self.test_seconds = 0.0
         self.thread = ""
-        self.on_step: Callable[[int, Role], None] = lambda round_, role: None
+        self.on_step: Callable[[int, str], None] = lambda round_, role: None
 
     async def run(self, route: str) -> TaskRow:
         started_at, clock = time.time(), time.monotonic()
@@ -264,6 +265,7 @@ class _TaskLoop:
     async def _judge(self) -> Verdict:
         source = self.entry.read_text(errors="replace")
         keep = self.workdir / f"round-{max(self.round, 1)}"
+        self.on_step(self.round, "tests")
         verdict = await judged(self.judge, self.task, source, keep)
         self.verdict, self.judged_source = verdict, source
         self.test_seconds += verdict.duration_s

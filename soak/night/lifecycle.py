@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 from rich.console import Console
@@ -77,14 +78,24 @@ def all_runs() -> list[tuple[RunFolder, RunInfo]]:
 
 
 def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Console | None = None) -> int:
-    """`soak run`: start, resume or detach; returns the exit code."""
+    """`soak run`: start, resume or detach; returns the exit code. A rehearsal renders its report at the end."""
+    started_at = time.time()
     if opts.retry and not opts.resume:
         raise BadInput("--retry re-runs attempts of a run: give it with --resume RUN_ID")
+    if opts.rehearse and opts.resume:
+        raise BadInput("--rehearse starts a new run; a rehearsal is continued with --resume RUN_ID alone")
     folder, info, config, tasks = reopen_run(opts) if opts.resume else new_run(opts)
+    console = console or Console()
     if opts.detach:
-        return detach(folder, opts, console or Console())
+        return detach(folder, opts, console)
     end = run_night(folder, info, config, tasks, task_fn=task_fn, quiet=opts.quiet, metrics_port=opts.metrics_port,
-                  detached=opts.detached, console=console, retry=opts.retry)
+                    detached=opts.detached, console=console, retry=opts.retry, started_at=started_at)
+    if opts.rehearse and end.reason in ("deadline", "tasks", "cycles"):
+        from soak.report.render import default_output, render_report
+
+        html = render_report([folder.path], default_output([folder.path]))
+        console.print(f"rehearsal report: {html}   (open it in a browser; a real night: soak run --hours 8, "
+                      f"then soak report)", markup=False, soft_wrap=True)
     return end.exit_code
 
 

@@ -50,7 +50,8 @@ class Attempt:
     workdir: Path
     on_call: Callable[[CallRow], None]
     on_step: Callable[[int, str], None] = lambda round_, role: None
-    """Told (round, role) as the attempt's loop starts each call, for the live view; calls go to on_call."""
+    """Told (round, role) as the attempt's loop starts each call and (round, "tests") as it judges, for the live view;
+    calls go to on_call."""
 
 
 TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]

@@ -18,6 +18,7 @@ from soak.config import SoakConfig, load_config, redact, with_cli_endpoint
 from soak.errors import BadInput
 from soak.files import describe_validation_error
 from soak.night.loop import finished_attempts
+from soak.paths import data_dir
 from soak.record.read import read_attempts
 from soak.record.schema import MODEL_OUTCOMES, Outcome, RunInfo, RunLimits
 from soak.tasks.spec import TaskSpec
@@ -51,6 +52,8 @@ class RunOptions(BaseModel):
     detach: bool = False
     detached: bool = False
     """Set in the child a detached run starts."""
+    rehearse: bool = False
+    """`--rehearse`: soak starts `soak sim` itself as both roles (soak.night.rehearsal) for a short night."""
 
     def limits(self) -> RunLimits | None:
         given = [x for x in (self.hours, self.minutes, self.tasks) if x is not None]
@@ -140,15 +143,21 @@ def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]
     """Everything that can be wrong with a new run, found before anything is written: run.json's contents (config
     redacted), the resolved config and the tasks."""
     limits = opts.limits() or RunLimits(max_cycles=1)
-    config = resolve_config(opts)
+    run_id = opts.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    if not RUN_ID.match(run_id):
+        raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
     stack_info: dict[str, Any] = {}
+    if opts.rehearse:
+        from soak.night.rehearsal import refuse_flags, rehearsal_config
+
+        refuse_flags(opts)
+        config, stack_info = rehearsal_config(data_dir() / run_id, opts.concurrency, opts.seed), {"rehearsal": True}
+    else:
+        config = resolve_config(opts)
     if not config.endpoints:
         config, stack_info = embed_default_stack(config)
     for role in ("coder",) if config.mode == "direct" else ("orchestrator", "coder"):
         config.endpoint_for(role)
-    run_id = opts.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    if not RUN_ID.match(run_id):
-        raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
     routing = load_routing_dict(opts.routing)
     tasks = select_tasks(config, routing)
     info = RunInfo(

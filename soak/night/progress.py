@@ -189,7 +189,8 @@ class RunStats(RowListener):
 
     def render(self) -> Group:
         now = time.time()
-        title = Text(f"soak run {self.info.run_id} · {self.state} · cycle {self.cycle} · {self.left()}", style="bold")
+        cycle = "" if self.info.limits.max_cycles is not None else f" · cycle {self.cycle}"
+        title = Text(f"soak run {self.info.run_id} · {self.state}{cycle} · {self.left()}", style="bold")
         return Group(title, Text(self.headline()), Text(self.signs()), self.table(), self.current_table(now))
 
 
