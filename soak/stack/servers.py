@@ -269,18 +269,56 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def embedded_threads() -> int:
+    """Cores this process may use (its affinity, not the host's count), at most 8: a 135M model gains nothing past
+    that."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
+
+
+def embedded_tuning() -> dict[str, str]:
+    """Speed settings of the embedded server, measured side by side against none by bench/embedded_default.py.
+
+    A RAM prompt cache (`cache`): the orchestrator's and coder's conversations (two of each at concurrency 2)
+    alternate on the one slot, and without it every switch re-evaluates the whole 700-1,300-token prompt; with it
+    the server restores the state of the conversation's previous call and evaluates only the new messages.
+    `logits_all` off: on (the server's default) it computes and copies the logits of every prompt token, which no
+    call uses (soak asks for no logprobs), and makes each cached state carry an n_tokens x 49,152-float copy; off,
+    a state carries n_batch rows, so a batch of 128 (as fast as 512 for this model) keeps a state near 50 MB and
+    saving or restoring one takes milliseconds. `cache_size` counts only the KV part (~23 kB a token), so 512 MiB
+    holds some twenty conversations' states, about 1 GB in all. Threads: every core for prompts, half of them for
+    generation (one token at a time synchronises the threads per layer, so when other work takes a core two threads
+    on two cores fell from ~100 to 1-4 tokens/s in the bench; one thread stays near 100). Flash attention: a few per
+    cent on prompts.
+    """
+    threads = embedded_threads()
+    return {
+        "n_threads": str(max(1, threads // 2)), "n_threads_batch": str(threads), "n_batch": "128", "n_ubatch": "128",
+        "logits_all": "False", "flash_attn": "True", "cache": "True", "cache_type": "ram", "cache_size": str(512 << 20),
+    }
+
+
+EMBEDDED_MAX_TOKENS = 384
+"""Completion cap of the embedded default's calls (768 before). The 135M model's long replies are runaway text: in
+the bench every orchestrator call that reached 768 tokens was a `delegate` whose arguments the cap cut into invalid
+JSON (refused, then retried), at 8-12 s each; its file writes take 20-250 tokens. Half the cap halves that waste."""
+
+
 def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict]:
     """A llama.cpp server (llama-cpp-python) on a free loopback port serving the bundled SmolLM2 model.
 
     Settings that make it work: a context larger than the default 2048; no interrupting a running stream
     when another request waits; a chat format with tool calls, which that server makes only for a named
     tool_choice (with "auto" it ignores max_tokens) and whose streams carry no usage, so the endpoint names
-    the owed tool and does not stream. Seeded calls make its nights repeatable.
+    the owed tool and does not stream. Seeded calls make its nights repeatable. Settings that make it fast:
+    `embedded_tuning`.
     """
     gguf, port = embedded_gguf(), free_port()
     settings = {
         "model": str(gguf), "model_alias": EMBEDDED_MODEL, "host": "127.0.0.1", "port": str(port),
         "n_ctx": str(context_tokens), "chat_format": "chatml-function-calling", "interrupt_requests": "False",
+        **embedded_tuning(),
     }
     flags = [part for key, value in settings.items() for part in (f"--{key}", value)]
     up = shlex.join([sys.executable, "-m", "llama_cpp.server", *flags])
@@ -289,8 +327,8 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     # and is served only once the model has loaded.
     server = Server(name="embedded", up=up, base_url=base_url, health_url=f"{root_url(base_url)}/openapi.json",
                     metrics_url="", start_timeout_seconds=180)
-    endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, tool_choice="named", max_tokens=768,
-                        temperature=0.2, seed=0, max_concurrent_calls=1)
+    endpoint = Endpoint(base_url=base_url, model=EMBEDDED_MODEL, stream=False, tool_choice="named",
+                        max_tokens=EMBEDDED_MAX_TOKENS, temperature=0.2, seed=0, max_concurrent_calls=1)
     info = {"engine": "llama-cpp-python", "version": importlib.metadata.version("llama-cpp-python"),
             "settings": settings}
     return server, endpoint, info
