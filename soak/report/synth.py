@@ -121,12 +121,12 @@ def build_run(
             write_work(folder / "work" / problem / str(i // len(PROBLEMS)), problem, rounds, outcome,
                        5 if outcome == "pass" else 2, broken, rng, long=i % LONG_EVERY == LONG_AT)
         elif broken and i < TRANSCRIPTS:
-            work = folder / "work" / problem / str(i // len(PROBLEMS))
-            work.mkdir(parents=True, exist_ok=True)
+            kept = folder / "work" / problem / str(i // len(PROBLEMS))
+            kept.mkdir(parents=True, exist_ok=True)
             lines = [{"role": "assistant", "content": None, "thread": "coder-1", "round": 1,
                       "tool_calls": [{"id": f"call-{n}", "type": "function", "function": f}]}
                      for n, f in enumerate(broken)]
-            (work / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+            (kept / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
         orchestrator_calls = sum(1 for c in range(n_calls) if c % 3 == 0)
         task_rows.append(TaskRow(
             run_id=run_id, cycle=i // len(PROBLEMS), task_id=problem, suite="builtin", route="coder-only" if
