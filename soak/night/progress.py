@@ -230,7 +230,7 @@ def next_steps(stats: RunStats, folder: Path, reason: str) -> list[str]:
 
     run_id = stats.info.run_id
     lines = [f"run folder: {folder}",
-             f"next: soak report {run_id}   (the report goes to {default_output([folder])})"]
+             f"next: soak report {run_id}   (the report goes to {default_output([folder]) / 'index.html'})"]
     redo = f", {stats.outcomes['cancelled']} cancelled attempts run again" if stats.outcomes["cancelled"] else ""
     if reason in ("signal", "error_budget"):
         lines.append(f"continue it: soak run --resume {run_id}   (finished attempts are kept{redo})")
