@@ -479,3 +479,15 @@ class TestLlamacpp:
                     return servers[0]
             time.sleep(1)
         pytest.fail("the run recorded no call within 300 s")
+
+
+@pytest.mark.engine
+def test_the_embedded_default_bench_runs_as_a_smoke_check(tmp_path):
+    """bench/embedded_default.py --smoke: one real night per variant on the embedded llama-cpp-python server. Its
+    figures belong in BENCHMARKS.md; here only that every variant's night finishes and is measured."""
+    bench = Path(__file__).parents[1] / "bench" / "embedded_default.py"
+    done = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path, env={**os.environ, "SOAK_CACHE_DIR": CACHE})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "ratio (server / before" in done.stdout and "ratio (after / before" in done.stdout, done.stdout
+    assert "server settings after:" in done.stdout and "calls/min" in done.stdout
