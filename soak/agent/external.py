@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from soak.agent.adapters import COMMON_ENV, Adapter, AgentInstall, adapter_for, fill, write_home
-from soak.agent.loop import Judge, judged, opening, revision, token_cap_detail
+from soak.agent.loop import Judge, final, judged, opening, revision, token_cap_detail
 from soak.agent.proxy import AttemptBudget, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -124,13 +124,8 @@ class AgentAttempt:
                 return "timeout", "", f"{killed}\n{tail(run.output)}"
             if not self.entry.is_file():
                 return self._missing(run)
-            verdict = await self._judge()
-            if verdict.outcome == "pass":
-                return "pass", "", ""
-            if verdict.outcome == "tampered":  # no revision for a solution that rewrote its judging
-                return "tampered", verdict.error_kind, verdict.error_tail
-            if verdict.outcome == "error":  # the task itself is broken: ours, not the agent's
-                return "harness_error", verdict.error_kind, verdict.error_tail
+            if (ended := final(await self._judge())) is not None:
+                return ended
         return "fail", "", ""
 
     def _missing(self, run: Contained) -> tuple[Outcome, str, str]:

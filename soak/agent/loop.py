@@ -105,6 +105,18 @@ def opening(task: TaskSpec) -> str:
     )
 
 
+def final(verdict: Verdict) -> tuple[Outcome, str, str] | None:
+    """How a round's verdict ends the attempt: a pass, tampering (no revision for a solution that rewrote its
+    judging) or a broken task (ours, not the model's); None when a revision may follow."""
+    if verdict.outcome == "pass":
+        return "pass", "", ""
+    if verdict.outcome == "tampered":
+        return "tampered", verdict.error_kind, verdict.error_tail
+    if verdict.outcome == "error":
+        return "harness_error", verdict.error_kind, verdict.error_tail
+    return None
+
+
 def revision(verdict: Verdict, entry: str, ask: str = "") -> str:
     """The message that starts a revision round: the real error tail of the tests."""
     return (
@@ -245,13 +257,8 @@ class _TaskLoop:
                 await self._code(messages)
             if not self.entry.is_file():
                 raise NoArtifact(f"{self.task.entry} was not written in round {number}")
-            verdict = await self._judge()
-            if verdict.outcome == "pass":
-                return "pass", "", ""
-            if verdict.outcome == "tampered":  # no revision for a solution that rewrote its judging
-                return "tampered", verdict.error_kind, verdict.error_tail
-            if verdict.outcome == "error":  # the task itself is broken: ours, not the model's
-                return "harness_error", verdict.error_kind, verdict.error_tail
+            if (ended := final(await self._judge())) is not None:
+                return ended
         return "fail", "", ""
 
     def _opening(self) -> str:
