@@ -1,9 +1,15 @@
+import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from soak.cli import main
+from soak.paths import builtin_tasks_dir
 from soak.sim.scenario import Scenario, Timing
 from soak.sim.server import SimServer
+from soak.tasks.spec import TaskSpec
+from soak.tasks.suites import find_task
 
 EXERCISM_FIXTURES = Path(__file__).parent / "fixtures" / "exercism"
 
@@ -26,3 +32,31 @@ def fast_sim():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> TaskSpec:
+    """word-frequency as a one-task suite of its own, so the sim and the loop do not depend on the rest of the bank."""
+    bank = tmp_path_factory.mktemp("bank")
+    shutil.copytree(builtin_tasks_dir() / "word-frequency", bank / "word-frequency")
+    return find_task(str(bank / "word-frequency"))
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """Run folders and reports under the test's own folder."""
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SOAK_REPORTS_DIR", str(tmp_path / "reports"))
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def soak():
+    """The `soak` command in this process; an exit is a result, any other exception fails the test."""
+
+    def invoke(*args: str):
+        result = CliRunner().invoke(main, list(args))
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        return result
+
+    return invoke

@@ -7,7 +7,6 @@ endpoints) and one clean night run against `soak sim` over real HTTP, checked ag
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,22 +19,13 @@ from soak.config import Budgets, Endpoint
 from soak.llm.client import ChatEndpoint
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.scripted import Say, ScriptedModel
-from soak.paths import builtin_tasks_dir
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.scenario import Scenario
 from soak.sim.server import SimServer
 from soak.tasks.spec import TaskSpec
-from soak.tasks.suites import find_task
 
 TASK = "word-frequency"
 
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory) -> TaskSpec:
-    """A one-task suite of its own, so the sim and the loop do not depend on the rest of the bank."""
-    bank = tmp_path_factory.mktemp("bank")
-    shutil.copytree(builtin_tasks_dir() / TASK, bank / TASK)
-    return find_task(str(bank / TASK))
 
 
 def scenario(**fields: Any) -> Scenario:

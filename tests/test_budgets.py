@@ -6,7 +6,6 @@ import asyncio
 import functools
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -23,7 +22,6 @@ from soak.llm.client import ChatEndpoint
 from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
 from soak.llm.scripted import Say, ScriptedModel
 from soak.night.loop import Attempt, Runner
-from soak.paths import builtin_tasks_dir
 from soak.record.folder import RunFolder
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, RunInfo, RunLimits, TaskRow
@@ -32,16 +30,6 @@ from soak.sandbox.judge import judge
 from soak.sim.scenario import Scenario, Timing
 from soak.sim.server import SimServer
 from soak.tasks.spec import TaskSpec
-from soak.tasks.suites import find_task
-
-TASK = "word-frequency"
-
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory) -> TaskSpec:
-    bank = tmp_path_factory.mktemp("bank")
-    shutil.copytree(builtin_tasks_dir() / TASK, bank / TASK)
-    return find_task(str(bank / TASK))
 
 
 def write(source: str) -> Say:

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
 
-from soak.cli import main
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.loop import END_RESERVE_SECONDS, Attempt, Runner, deadline_slack, grace_for
 from soak.night.plan import RunOptions, plan_new_run
@@ -24,18 +22,6 @@ from soak.tasks.spec import TaskSpec
 
 SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
 
-
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SOAK_REPORTS_DIR", str(tmp_path / "reports"))
-    return tmp_path / "data"
-
-
-def soak(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def tasks_of(run: Path) -> list[TaskRow]:
@@ -145,7 +131,7 @@ def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
 # --- the end of a run --------------------------------------------------------------------------
 
 
-def test_the_end_of_a_run_names_its_folder_and_the_report_command(data_dir):
+def test_the_end_of_a_run_names_its_folder_and_the_report_command(data_dir, soak):
     from soak.sim.scenario import load_scenario
     from soak.sim.server import SimServer
 
@@ -162,7 +148,7 @@ def test_the_end_of_a_run_names_its_folder_and_the_report_command(data_dir):
 # --- the rehearsal -----------------------------------------------------------------------------
 
 
-def test_the_rehearsal_plans_soak_sim_as_a_supervised_server_for_both_roles(data_dir):
+def test_the_rehearsal_plans_soak_sim_as_a_supervised_server_for_both_roles(data_dir, soak):
     info, config, tasks = plan_new_run(RunOptions(rehearse=True, run_id="r"))
     (server,) = config.stack.servers
     assert "-m soak.cli sim" in server.up and "--scenario rehearsal" in server.up
@@ -175,7 +161,7 @@ def test_the_rehearsal_plans_soak_sim_as_a_supervised_server_for_both_roles(data
 
 
 @pytest.mark.slow
-def test_the_rehearsal_shows_a_whole_night_then_its_report(data_dir):
+def test_the_rehearsal_shows_a_whole_night_then_its_report(data_dir, soak):
     started = time.monotonic()
     result = soak("run", "--rehearse", "--quiet", "--run-id", "rehearsal")
     took = time.monotonic() - started
@@ -199,7 +185,7 @@ def test_the_rehearsal_shows_a_whole_night_then_its_report(data_dir):
 
 
 @pytest.mark.slow
-def test_a_two_minute_night_of_long_attempts_ends_within_a_minute_of_its_deadline(tmp_path, data_dir):
+def test_a_two_minute_night_of_long_attempts_ends_within_a_minute_of_its_deadline(tmp_path, data_dir, soak):
     """Calls decode at 0.7 tokens/s, so an attempt takes over 3 minutes: at the deadline the ones in flight get their
     grace (40 s for 2 minutes), then are cancelled, one row each; a resume on a fast server redoes them."""
     from soak.sim.scenario import Scenario, Timing, load_scenario

@@ -5,29 +5,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from soak.cli import main
 from soak.decisions.route import load_routing
 from soak.stack.servers import free_port
 
 SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
 
 
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    return tmp_path / "data"
-
-
-def soak(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
-
 
 @pytest.mark.slow
-def test_crashing_server_is_restarted_by_its_up_command_and_the_night_goes_on(tmp_path, data_dir):
+def test_crashing_server_is_restarted_by_its_up_command_and_the_night_goes_on(tmp_path, data_dir, soak):
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     # The crash scenario exits on its 3rd request; the state file keeps the count across restarts: it dies once.
@@ -71,7 +58,7 @@ start_timeout_seconds = 30
 
 
 @pytest.mark.slow
-def test_routing_round_trip(tmp_path, data_dir):
+def test_routing_round_trip(tmp_path, data_dir, soak):
     scenario = tmp_path / "night.toml"
     scenario.write_text("""
 [timing]
@@ -104,7 +91,7 @@ overiterate_tasks = ["two-fer"]
 
 
 @pytest.mark.slow
-def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir):
+def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir, soak):
     import contextlib
 
     import psutil
