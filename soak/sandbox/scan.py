@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import TypeGuard
 
+from soak import python_ast
+
 MAX_REASONS = 12
 """More than this many reasons say nothing more; the rest are counted."""
 
@@ -92,7 +94,7 @@ COMPARISONS_FALSE = {"__ne__"}
 def suspicious(source: str) -> list[str]:
     """The reasons to distrust a pass of `source`, one short phrase each; empty when nothing stands out."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the tests will say why it does not run
     try:

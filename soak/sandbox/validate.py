@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from soak import python_ast
 from soak.sandbox.judge import judge
 from soak.tasks import exercism
 from soak.tasks.spec import TaskSpec
@@ -86,7 +87,7 @@ def solution_names(task: TaskSpec) -> list[str]:
     trees = []
     for text in [*task.tests.values(), task.reference]:
         try:
-            trees.append(ast.parse(text))
+            trees.append(python_ast.parse(text))
         except SyntaxError:
             continue
     for tree in trees[: len(task.tests)]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from typing import Any
 
+from soak import python_ast
 from soak.sim import agents
 from soak.sim.agents import text_of, tool_failed
 from soak.sim.scenario import Fault, Scenario, Span
@@ -134,14 +135,14 @@ def broken_variant(task: TaskSpec) -> str:
     if task.wrong:
         return task.wrong
     try:
-        tree = ast.parse(task.reference)
+        tree = python_ast.parse(task.reference)
     except SyntaxError:
         return "raise NotImplementedError('broken on purpose')\n"
     functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
     if not functions:
         return task.reference + "\nraise NotImplementedError('broken on purpose')\n"
     for node in functions:
-        node.body = [ast.parse("raise NotImplementedError('broken on purpose')").body[0]]
+        node.body = [python_ast.parse("raise NotImplementedError('broken on purpose')").body[0]]
     return ast.unparse(tree) + "\n"
 
 

@@ -31,6 +31,7 @@ from string import punctuation, whitespace
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soak import python_ast
 from soak.errors import BadInput
 from soak.files import load_model
 from soak.tasks.spec import Difficulty, TaskMeta, TaskSpec
@@ -137,7 +138,7 @@ def is_skip(decorator: ast.expr) -> bool:
 def adapt_tests(text: str, drop: set[str]) -> tuple[str, list[str], list[str]]:
     """The test file without the tests named in `drop` and without skip decorators: (text, dropped, unskipped)."""
     try:
-        tree = ast.parse(text)
+        tree = python_ast.parse(text)
     except SyntaxError:
         return text, [], []
     removed: set[int] = set()
@@ -167,7 +168,7 @@ def adapt_tests(text: str, drop: set[str]) -> tuple[str, list[str], list[str]]:
 def imported_modules(text: str) -> set[str]:
     """The top-level names of absolute imports anywhere in a module."""
     try:
-        tree = ast.parse(text)
+        tree = python_ast.parse(text)
     except SyntaxError:
         return set()
     names: set[str] = set()
@@ -227,7 +228,7 @@ def exercise_task(folder: Path, root: Path, suite: SuiteSettings) -> TaskSpec:
     for name in files["test"]:
         text = (folder / name).read_text()
         try:
-            is_test = defines_tests(ast.parse(text))
+            is_test = defines_tests(python_ast.parse(text))
         except SyntaxError:
             is_test = True  # Let the collection say what is wrong with it.
         if is_test:
