@@ -1,0 +1,257 @@
+"""The recording proxy against a scripted upstream: bytes pass unchanged both ways, the real key is added only by the
+proxy, every call becomes a row, and the budgets and the stale cut hold."""
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import httpx2
+import pytest
+from aiohttp import web
+
+from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.config import Budgets, Endpoint
+from soak.record.schema import CallRow
+
+KEY = "sk-real-key"
+# A line split across two writes, usage in a chunk of its own, then [DONE]: the copy must be parsed across writes.
+CHUNKS = [
+    b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel',
+    b'lo"},"finish_reason":null}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":" there"},'
+    b'"finish_reason":"stop"}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n',
+    b"data: [DONE]\n\n",
+]
+WHOLE = json.dumps({
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+}).encode()
+MODELS = b'{"object":"list","data":[{"id":"sim","object":"model"}]}'
+
+
+@dataclass
+class Upstream:
+    """A scripted OpenAI-compatible server that keeps what it received; `hold` makes a stream wait after its
+    first chunk until it is set."""
+
+    received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    hold: asyncio.Event | None = None
+    error: tuple[int, bytes] | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append((request.path, dict(request.headers), body))
+        if request.path.endswith("/models"):
+            return web.Response(body=MODELS, content_type="application/json")
+        if self.error is not None:
+            return web.Response(status=self.error[0], body=self.error[1], content_type="application/json")
+        if not json.loads(body).get("stream"):
+            return web.Response(body=WHOLE, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for index, chunk in enumerate(CHUNKS):
+            await response.write(chunk)
+            if index == 0 and self.hold is not None:
+                await self.hold.wait()
+        await response.write_eof()
+        return response
+
+
+@asynccontextmanager
+async def serving(upstream: Upstream) -> AsyncIterator[str]:
+    runner = web.ServerRunner(web.Server(upstream.handle), handle_signals=False)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        if upstream.hold is not None:
+            upstream.hold.set()
+        await runner.cleanup()
+
+
+@dataclass
+class Rig:
+    proxy: RecordingProxy
+    budget: AttemptBudget
+    base_url: str
+    token: str
+    rows: list[CallRow]
+    recorded: asyncio.Event
+    client: httpx2.AsyncClient
+
+    def post(self, body: dict, token: str | None = None) -> Awaitable[httpx2.Response]:
+        return self.client.post(f"{self.base_url}/chat/completions", content=json.dumps(body).encode(),
+                                headers={"Authorization": f"Bearer {token or self.token}"})
+
+
+def run(upstream: Upstream, test: Callable[[Rig], Awaitable[None]], base_url: str | None = None,
+        **budgets: float) -> None:
+    """Start the upstream and a proxy in front of it with one open attempt, then run `test` against them."""
+
+    async def go() -> None:
+        async with serving(upstream) as url:
+            proxy = RecordingProxy("sim", Endpoint(base_url=base_url or url, model="sim"), KEY,
+                                   Budgets(**budgets))
+            await proxy.start()
+            rows: list[CallRow] = []
+            recorded = asyncio.Event()
+
+            def on_call(row: CallRow) -> None:
+                rows.append(row)
+                recorded.set()
+
+            budget = AttemptBudget("r", "t", 1, max_calls=int(budgets.get("max_calls", 50)),
+                                   max_completion_tokens=10**6, on_call=on_call)
+            try:
+                async with httpx2.AsyncClient(timeout=30) as client:
+                    await test(Rig(proxy, budget, *proxy.open(budget), rows, recorded, client))
+            finally:
+                await proxy.stop()
+
+    asyncio.run(go())
+
+
+STREAM = {"model": "sim", "stream": True, "messages": [{"role": "user", "content": "hi"}],
+          "stream_options": {"include_usage": True}}
+
+
+def test_a_stream_passes_byte_for_byte_with_the_real_key_added_and_becomes_a_row():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        sent = json.dumps(STREAM).encode()
+        async with rig.client.stream("POST", f"{rig.base_url}/chat/completions", content=sent,
+                                     headers={"Authorization": f"Bearer {rig.token}"}) as reply:
+            assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+            got = b"".join([chunk async for chunk in reply.aiter_raw()])
+        assert got == b"".join(CHUNKS)
+        await rig.recorded.wait()
+        path, headers, body = upstream.received[0]
+        assert path == "/v1/chat/completions" and body == sent
+        assert headers["Authorization"] == f"Bearer {KEY}" and rig.token not in json.dumps(headers)
+        [row] = rig.rows
+        assert (row.status, row.http_status, row.finish_reason, row.stream) == ("ok", 200, "stop", True)
+        assert (row.prompt_tokens, row.completion_tokens) == (5, 2) and row.ttft_s is not None
+        assert rig.budget.calls == rig.budget.totals.calls == 1 and rig.budget.completion_tokens == 2
+
+    run(upstream, test)
+
+
+def test_a_whole_reply_passes_unchanged_and_becomes_a_row():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post({**STREAM, "stream": False})
+        assert reply.status_code == 200 and reply.content == WHOLE
+        await rig.recorded.wait()
+        [row] = rig.rows
+        assert (row.status, row.completion_tokens, row.stream) == ("ok", 1, False)
+
+    run(upstream, test)
+
+
+def test_models_pass_through_with_the_key_and_an_unknown_token_reaches_nothing():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        models = await rig.client.get(f"{rig.base_url}/models", headers={"Authorization": f"Bearer {rig.token}"})
+        assert models.status_code == 200 and models.content == MODELS
+        assert upstream.received[0][1]["Authorization"] == f"Bearer {KEY}"
+        stranger = rig.base_url.replace(rig.token, "not-a-token")
+        for reply in (await rig.client.get(f"{stranger}/models"),
+                      await rig.client.post(f"{stranger}/chat/completions", json=STREAM)):
+            assert reply.status_code == 401 and reply.json()["error"]["code"] == "invalid_api_key"
+        other = await rig.client.post(f"{rig.base_url}/embeddings", json={})
+        assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
+        assert len(upstream.received) == 1 and not rig.rows
+
+    run(upstream, test)
+
+
+def test_the_call_cap_refuses_the_next_call_and_ends_the_attempt():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        assert (await rig.post({**STREAM, "stream": False})).status_code == 200
+        refused = await rig.post({**STREAM, "stream": False})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "call_cap"
+        assert rig.budget.ended == "call_cap" and rig.budget.stop.is_set()
+        assert len(upstream.received) == 1 and len(rig.rows) == 1
+
+    run(upstream, test, max_calls=1)
+
+
+def test_an_upstream_error_passes_with_its_status_and_is_recorded():
+    body = b'{"error":{"message":"This model\'s maximum context length is 4096 tokens"}}'
+    upstream = Upstream(error=(400, body))
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(STREAM)
+        assert reply.status_code == 400 and reply.content == body
+        [row] = rig.rows
+        assert (row.status, row.http_status) == ("context_window", 400)
+
+    run(upstream, test)
+
+
+def test_an_unreachable_upstream_is_a_502_and_a_connection_row():
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(STREAM)
+        assert reply.status_code == 502 and reply.json()["error"]["code"] == "upstream_unreachable"
+        [row] = rig.rows
+        assert row.status == "connection" and KEY not in row.error
+
+    run(Upstream(), test, base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_stream_with_no_byte_for_stale_seconds_is_cut_and_recorded_stalled():
+    upstream = Upstream(hold=asyncio.Event())
+
+    async def test(rig: Rig) -> None:
+        got = b""
+        with pytest.raises(httpx2.HTTPError):
+            async with rig.client.stream("POST", f"{rig.base_url}/chat/completions", json=STREAM,
+                                         headers={"Authorization": f"Bearer {rig.token}"}) as reply:
+                async for chunk in reply.aiter_raw():
+                    got += chunk
+        assert got == CHUNKS[0]
+        await rig.recorded.wait()
+        [row] = rig.rows
+        assert row.status == "stalled" and "no byte for 0.3 s" in row.error
+
+    run(upstream, test, stale_seconds=0.3)
+
+
+def test_an_agent_hanging_up_mid_stream_is_recorded_cancelled():
+    upstream = Upstream(hold=asyncio.Event())
+
+    async def test(rig: Rig) -> None:
+        async with rig.client.stream("POST", f"{rig.base_url}/chat/completions", json=STREAM,
+                                     headers={"Authorization": f"Bearer {rig.token}"}) as reply:
+            async for chunk in reply.aiter_raw():
+                assert chunk == CHUNKS[0]
+                break
+        await rig.recorded.wait()
+        [row] = rig.rows
+        assert row.status == "cancelled"
+
+    run(upstream, test)
+
+
+def test_the_unix_socket_serves_the_same_routes():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        transport = httpx2.AsyncHTTPTransport(uds=str(rig.proxy.socket_path))
+        async with httpx2.AsyncClient(transport=transport, timeout=30) as client:
+            reply = await client.post(f"{rig.base_url}/chat/completions", json={**STREAM, "stream": False},
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 200 and reply.content == WHOLE and len(rig.rows) == 1
+
+    run(upstream, test)
