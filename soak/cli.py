@@ -132,10 +132,14 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
 def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> None:
     """Render RUNS (ids or folders; none = the latest run) into an offline report folder: index.html, a page per
     problem and per attempt (conversation, each round's code and diff, the error fed back); several runs are
-    compared. Prints the path of index.html (or of the one file)."""
-    from soak.record.read import resolve_run_dir
-    from soak.report.render import default_output, render_report
+    compared. A sweep id (`soak sweep`) renders its configurations' comparison with the recommendation. Prints the
+    path of index.html (or of the one file)."""
+    from soak.record.read import resolve_run_dir, sweep_folder
+    from soak.report.render import default_output, render_report, render_sweep
 
+    if len(runs) == 1 and sweep_folder(runs[0]) and not Path(runs[0], "run.json").is_file():
+        click.echo(str(render_sweep(runs[0], output, k=over_factor)))
+        return
     dirs = [resolve_run_dir(ref) for ref in runs] if runs else [resolve_run_dir(None)]
     click.echo(str(render_report(dirs, output or default_output(dirs), k=over_factor)))
 
@@ -277,6 +281,28 @@ def run(config_path: Path | None, hours: float | None, minutes: float | None, ma
         detached=detached, rehearse=rehearse,
     )
     sys.exit(run_command(options))
+
+
+@main.command()
+@click.argument("sweep_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--resume", "resume", metavar="SWEEP_ID",
+              help="Carry on a stopped sweep at the configuration and attempt where it stopped.")
+@click.option("--sweep-id", help="Name of the sweep folder. Default: date-time plus a random suffix.")
+@click.option("--quiet", is_flag=True, help="One line per finished task instead of the live view (for logs).")
+def sweep(sweep_file: Path | None, resume: str | None, sweep_id: str | None, quiet: bool) -> None:
+    """Stack configurations one after another, unattended, on the same tasks and seed: for each, start its
+    servers, run its gates, run its night, stop its servers; then say which configuration to keep and why.
+
+    SWEEP_FILE (TOML) names a shared suite, seed, length (tasks or minutes) and gates, and a list of
+    [[configurations]], each a name and `overrides` (soak.toml keys on top of an optional `base` soak.toml: its
+    [[stack.servers]] `up` commands, endpoint model, extra_body, tool_choice, ...). Each configuration is an
+    ordinary run, data/<sweep_id>.<name>/; `soak report SWEEP_ID` renders the comparison. Exit 0 when a
+    configuration is recommended, 1 when none qualified (every one failed its gates or never came up), 2 on bad
+    input, 130 when stopped (resume it with --resume SWEEP_ID).
+    """
+    from soak.night.sweep import sweep_command
+
+    sys.exit(sweep_command(sweep_file, resume, sweep_id, quiet))
 
 
 @main.command()

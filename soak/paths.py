@@ -11,6 +11,11 @@ def data_dir() -> Path:
     return Path(os.environ.get("SOAK_DATA_DIR", "data"))
 
 
+def sweeps_dir() -> Path:
+    """Sweep folders (`sweep.json`); each configuration's run is an ordinary run folder in `data_dir()`."""
+    return data_dir() / "sweeps"
+
+
 def reports_dir() -> Path:
     """Rendered reports: `$SOAK_REPORTS_DIR`, else `./reports`."""
     return Path(os.environ.get("SOAK_REPORTS_DIR", "reports"))

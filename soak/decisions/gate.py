@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from soak.config import Gates
+from soak.config import Gates, SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
-from soak.record.schema import HIT_COUNTERS
+from soak.record.schema import HIT_COUNTERS, GateRecord
 from soak.stack.telemetry import fetch_server_metrics
 
 WORDS = [
@@ -43,6 +43,10 @@ class GateResult(BaseModel):
         if self.measured is None:
             return False
         return self.measured >= self.threshold if self.higher_is_better else self.measured <= self.threshold
+
+    def record(self) -> GateRecord:
+        """The result as a gates file and sweep.json keep it."""
+        return GateRecord(**self.model_dump(), passed=self.passed)
 
     def line(self) -> str:
         shown = "not measured" if self.measured is None else f"{self.measured:,.3g} {self.unit}"
@@ -260,6 +264,21 @@ async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Pa
     return results
 
 
+async def gate_role(config: SoakConfig, role: str, names: list[str], gates: Gates, transcript: Path | None = None,
+                    metrics_url: str | None = None) -> list[GateResult]:
+    """Run the gates against the endpoint a role uses (its /metrics found from the stack unless given)."""
+    from soak.stack.servers import metrics_url_for
+
+    endpoint = config.endpoint_for(role)
+    chat = ChatEndpoint(getattr(config.roles, role), endpoint, config.budgets.stale_seconds)
+    probe = Probe(chat, metrics_url or metrics_url_for(config.stack, endpoint.base_url))
+    try:
+        return await run_gates(probe, names, gates, transcript)
+    finally:
+        await probe.close()
+        await chat.close()
+
+
 def run_gate_command(
     name: str, all_names: list[str], config_path: Path | None, role: str, base_url: str | None, model: str | None,
     metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
@@ -268,7 +287,6 @@ def run_gate_command(
     """Resolve the endpoint and thresholds, run the gate(s), print and optionally save; True when all pass."""
     from soak.config import load_config, with_cli_endpoint
     from soak.paths import data_dir
-    from soak.stack.servers import metrics_url_for
 
     config = with_cli_endpoint(load_config(config_path), base_url, model)
     endpoint = config.endpoint_for(role)
@@ -283,22 +301,11 @@ def run_gate_command(
     names = all_names if name == "all" else [name]
     if "prefix-replay" in names and transcript is None and name == "all":
         transcript = latest_transcript(data_dir())
-    url = metrics_url or metrics_url_for(config.stack, endpoint.base_url)
-
-    async def go() -> list[GateResult]:
-        chat = ChatEndpoint(getattr(config.roles, role), endpoint, config.budgets.stale_seconds)
-        probe = Probe(chat, url)
-        try:
-            return await run_gates(probe, names, gates, transcript)
-        finally:
-            await probe.close()
-            await chat.close()
-
-    results = asyncio.run(go())
+    results = asyncio.run(gate_role(config, role, names, gates, transcript, metrics_url))
     for result in results:
         print(result.line())
     if output:
-        payload = [{**r.model_dump(), "passed": r.passed} for r in results]
+        payload = [r.record().model_dump() for r in results]
         write_atomic(output, json.dumps({"endpoint": endpoint.base_url, "model": endpoint.model, "gates": payload},
                                         indent=2))
     return all(r.passed for r in results)

@@ -32,13 +32,18 @@ LOG_FILE = "runner.log"
 def new_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[TaskSpec]]:
     """Plan the run (everything that can be wrong is found before anything is written), then create its folder."""
     info, config, tasks = plan_new_run(opts)
-    run_id = info.run_id
-    folder = RunFolder(data_dir() / run_id)
+    return create_run(info), info, config, tasks
+
+
+def create_run(info: RunInfo) -> RunFolder:
+    """The new run's folder with its run.json; an existing run is never overwritten."""
+    folder = RunFolder(data_dir() / info.run_id)
     if folder.path.exists():
-        raise BadInput(f"run {run_id} already exists in {folder.path.parent}; continue it with --resume {run_id}")
+        raise BadInput(f"run {info.run_id} already exists in {folder.path.parent}; "
+                       f"continue it with --resume {info.run_id}")
     folder.path.mkdir(parents=True)
     folder.write_info(info)
-    return folder, info, config, tasks
+    return folder
 
 
 def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[TaskSpec]]:

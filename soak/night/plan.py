@@ -86,11 +86,16 @@ def resolve_config(opts: RunOptions) -> SoakConfig:
         raise BadInput(describe_validation_error("flags", error)) from None
     if config.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
+    check_agent(config)
+    return config
+
+
+def check_agent(config: SoakConfig) -> None:
+    """An unknown or uninstalled agent is bad input before any folder exists."""
     if config.mode == "agent":
         from soak.agent.external import ExternalAgent
 
-        ExternalAgent(config)  # an unknown or uninstalled agent is bad input before any folder exists
-    return config
+        ExternalAgent(config)
 
 
 def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, dict[str, Any]]:
@@ -142,10 +147,8 @@ def host() -> dict[str, Any]:
 def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
     """Everything that can be wrong with a new run, found before anything is written: run.json's contents (config
     redacted), the resolved config and the tasks."""
-    limits = opts.limits() or RunLimits(max_cycles=1)
-    run_id = opts.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    if not RUN_ID.match(run_id):
-        raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
+    run_id = opts.run_id or new_run_id()
+    check_run_id(run_id)
     stack_info: dict[str, Any] = {}
     if opts.rehearse:
         from soak.night.rehearsal import refuse_flags, rehearsal_config
@@ -154,11 +157,27 @@ def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]
         config, stack_info = rehearsal_config(data_dir() / run_id, opts.concurrency, opts.seed), {"rehearsal": True}
     else:
         config = resolve_config(opts)
+    return plan_run(config, run_id, opts.limits() or RunLimits(max_cycles=1), load_routing_dict(opts.routing),
+                    stack_info)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def check_run_id(run_id: str) -> None:
+    if not RUN_ID.match(run_id):
+        raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
+
+
+def plan_run(config: SoakConfig, run_id: str, limits: RunLimits, routing: dict[str, Any],
+             stack_info: dict[str, Any]) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
+    """A resolved config -> run.json's contents, the config (the embedded default when it names no endpoint) and
+    the tasks; `soak run` and each configuration of `soak sweep` plan here."""
     if not config.endpoints:
         config, stack_info = embed_default_stack(config)
     for role in ("coder",) if config.mode == "direct" else ("orchestrator", "coder"):
         config.endpoint_for(role)
-    routing = load_routing_dict(opts.routing)
     tasks = select_tasks(config, routing)
     info = RunInfo(
         run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),

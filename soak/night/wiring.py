@@ -3,7 +3,7 @@
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, nullcontext
 from typing import Any
 
@@ -138,12 +138,14 @@ def run_night(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
     quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
     judge: Callable[..., Any] | None = None, retry: tuple[str, ...] = (), started_at: float | None = None,
+    stack_up: Callable[[], Awaitable[None]] | None = None,
 ) -> RunEnd:
     """Run one session in the foreground, with the pid file in place while it runs.
 
     `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox; `retry` names
     the outcomes whose attempts this session runs again; `started_at` is when the session began (default: now):
-    the time it takes to start the stack counts as running time, so the deadline holds.
+    the time it takes to start the stack counts as running time, so the deadline holds; `stack_up` is awaited once
+    the stack is up, before the first attempt (a sweep's gates probe the idle servers there).
     """
     started_at = started_at or time.time()
     console = console or Console()
@@ -152,7 +154,7 @@ def run_night(
     try:
         return asyncio.run(
             session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry,
-                    started_at)
+                    started_at, stack_up)
         )
     except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
         return RunEnd("signal", "interrupted while starting")
@@ -165,6 +167,7 @@ async def session(
     folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
     quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
     retry: tuple[str, ...] = (), started_at: float | None = None,
+    stack_up: Callable[[], Awaitable[None]] | None = None,
 ) -> RunEnd:
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
@@ -198,6 +201,8 @@ async def session(
             await supervisor.start()
             background.append(asyncio.create_task(supervisor.watch()))
             readiness = AllReady([supervisor, probe]) if unmanaged else supervisor
+        if stack_up is not None:
+            await stack_up()
         metered = [(s.name, metrics_url(s)) for s in config.stack.servers] or [
             (name, root_url(e.base_url) + "/metrics") for name, e in config.endpoints.items()
         ]

@@ -24,9 +24,10 @@ import pandas as pd
 from pydantic import BaseModel
 
 from soak.errors import BadInput
-from soak.paths import data_dir
+from soak.files import load_model
+from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
-from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
+from soak.record.schema import CallRow, EventRow, SampleRow, SweepInfo, TaskRow
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -248,3 +249,21 @@ def resolve_run_dir(ref: str | Path | None) -> Path:
         return under_data
     known = ", ".join(p.name for p in run_folders()[-5:]) or "none"
     raise BadInput(f"no run '{ref}': not a folder, nor a run id in {data_dir()}/ (latest: {known})")
+
+
+def sweep_folder(ref: str | Path) -> Path | None:
+    """A sweep id (under data/sweeps/) or a sweep folder -> its folder; None when `ref` names no sweep."""
+    for candidate in (Path(ref), sweeps_dir() / str(ref)):
+        if (candidate / "sweep.json").is_file():
+            return candidate
+    return None
+
+
+def load_sweep(ref: str | Path) -> tuple[Path, SweepInfo]:
+    """A sweep's folder and its sweep.json; an unknown id lists the latest sweeps."""
+    folder = sweep_folder(ref)
+    if folder is None:
+        known = sorted(p.parent.name for p in sweeps_dir().glob("*/sweep.json"))
+        listed = ", ".join(known[-5:]) or "none"
+        raise BadInput(f"no sweep '{ref}' in {sweeps_dir()} (sweeps: {listed})")
+    return folder, load_model(folder / "sweep.json", SweepInfo, "sweep file")

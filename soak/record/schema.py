@@ -222,3 +222,57 @@ class RunInfo(BaseModel):
     def active_seconds(self) -> float:
         return sum(s.active_seconds for s in self.sessions)
 
+
+
+# --- sweep.json ---------------------------------------------------------------------------------
+
+SweepStatus = Literal["pending", "running", "done", "stack_down", "stopped"]
+"""pending: not started; running: started and not ended (a resume carries it on); done: its night ended by its
+limit; stack_down: its servers never came up (skipped); stopped: its night ended early (error budget)."""
+
+
+class GateRecord(BaseModel):
+    """One gate's result as `soak gate --output` writes it."""
+
+    name: str
+    measured: float | None
+    threshold: float
+    unit: str
+    higher_is_better: bool = True
+    detail: str = ""
+    passed: bool
+
+
+class SweepEntry(BaseModel):
+    """One configuration of a sweep: its resolved config, its run and how far it got."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    run_id: str
+    """Its ordinary run folder under the data dir: `<sweep_id>.<name>`."""
+    config: dict[str, Any]
+    """The configuration's SoakConfig (the sweep's base with its overrides), secrets redacted."""
+    limits: RunLimits
+    gates: list[str] = Field(default_factory=list)
+    """Gate names probed once its stack is up, before its first attempt."""
+    status: SweepStatus = "pending"
+    detail: str = ""
+    gate_results: list[GateRecord] = Field(default_factory=list)
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
+class SweepInfo(BaseModel):
+    """sweep.json: the plan (every configuration resolved before the first starts) and each one's progress."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    sweep_id: str
+    created_at: float
+    source: str
+    """The sweep file it was planned from."""
+    suite: str
+    seed: int
+    configurations: list[SweepEntry]

@@ -4,6 +4,7 @@ from typing import Any
 
 import pandas as pd
 
+from soak.decisions.sweep import Recommendation, Standing
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import problem_table
@@ -173,3 +174,43 @@ def comparison_view(runs: list[RunRecord], views: list[dict[str, Any]]) -> dict[
     ], size=(10, 6))
     return {"labels": labels, "headlines": [v["headline"] for v in views], "problems": rows,
             "problems_total": len(pivot), "timing": timing}
+
+
+def night_hit_rate(samples: pd.DataFrame) -> float | None:
+    """Prefix-cache hit rate over the whole night from the server's own counters (vLLM or llama-server)."""
+    for hits, queries in HIT_COUNTERS.values():
+        queried = sum(series.counter_total(samples, name)["delta"].sum() for name in queries)
+        if queried > 0:
+            return float(series.counter_total(samples, hits)["delta"].sum() / queried)
+    return None
+
+
+def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list[RunRecord],
+               views: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sweep's section: per configuration what decided, the server's own figures, and per problem which
+    configurations pass it."""
+    by_id = {run.run_id: (index, run, view) for index, (run, view) in enumerate(zip(runs, views, strict=True))}
+    rows, matrix = [], {}
+    for s in found:
+        index, run, view = by_id.get(s.run_id, (None, None, None))
+        head = view["headline"] if view else {}
+        spec = series.spec_decode(run.samples) if run is not None else pd.DataFrame(columns=["acceptance"])
+        rows.append({
+            "name": s.name, "run_id": s.run_id, "status": s.status, "detail": s.detail, "anchor": index,
+            "passes": s.passes, "attempts": s.attempts, "pass_rate": s.pass_rate, "interval": s.pass_interval,
+            "tool_calls": s.tool_calls, "broken": s.broken_text() if s.tool_calls else "",
+            "broken_share": s.broken_share,
+            "decode_tps": s.decode_tps, "ttft_s": s.ttft_s, "gates": [g.model_dump() for g in s.gates],
+            "hit_rate": night_hit_rate(run.samples) if run is not None else None,
+            "spec": [agg.clean(a) for a in spec["acceptance"]], "restarts": head.get("restarts"),
+            "memory_flat": head.get("memory_flat"), "chosen": s.name == recommendation.choice,
+            "reason": recommendation.reasons.get(s.name, ""),
+        })
+        if run is not None:
+            table = problem_table(run.tasks)
+            matrix[s.name] = {task_id: (int(r.passes), int(r.model_attempts)) for task_id, r in table.iterrows()}
+    names = list(matrix)
+    problems = sorted({task_id for cells in matrix.values() for task_id in cells})
+    return {"rows": rows, "choice": recommendation.choice, "why": recommendation.why, "names": names,
+            "problems": [{"task_id": t, "cells": [matrix[n].get(t) for n in names]} for t in problems[:TABLE_ROWS]],
+            "problems_total": len(problems)}

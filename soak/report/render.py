@@ -10,12 +10,14 @@ from typing import Any
 
 import jinja2
 
+from soak.decisions.sweep import Recommendation, Standing, recommend, standings
 from soak.files import write_atomic
-from soak.paths import reports_dir
-from soak.record.read import load_run
+from soak.paths import data_dir, reports_dir
+from soak.record.read import load_run, load_sweep
 from soak.record.summary import span_text
 from soak.report import pages, revision
-from soak.report.build import comparison_view, run_view
+from soak.report.aggregate import jsonable
+from soak.report.build import comparison_view, run_view, sweep_view
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -62,9 +64,21 @@ def single_file(out: Path) -> bool:
     return Path(out).suffix.lower() in (".html", ".htm")
 
 
-def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
+def render_sweep(ref: str | Path, out: Path | None, *, k: float = 3.0) -> Path:
+    """A sweep (soak.night.sweep): its configurations' runs compared, with the recommendation on top; default
+    output reports/<sweep_id>/."""
+    _, info = load_sweep(ref)
+    found = standings(info)
+    ran = [data_dir() / e.run_id for e in info.configurations if (data_dir() / e.run_id / "tasks.csv").is_file()]
+    return render_report(ran, out or reports_dir() / info.sweep_id, k=k, sweep=(found, recommend(found)),
+                         title=f"sweep {info.sweep_id}")
+
+
+def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0,
+                  sweep: tuple[list[Standing], Recommendation] | None = None, title: str | None = None) -> Path:
     """Render the runs (one, or several for a comparison) into `out`: a folder (returns its index.html) or, for a
-    name ending in .html, one file; summary.json goes beside index.html or the file."""
+    name ending in .html, one file; summary.json goes beside index.html or the file. `sweep` adds its standings
+    and recommendation."""
     runs = [load_run(Path(d)) for d in run_dirs]
     out = Path(out)
     folder = None if single_file(out) else out
@@ -79,8 +93,9 @@ def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
         view["revision"] = revision.view(found)
     if folder is not None:
         pages.problem_pages(runs, summaries, site, env, folder, generated_at)
+    swept = sweep_view(*sweep, runs, views) if sweep else None
     context = {
-        "title": " vs ".join(v["run_id"] for v in views), "runs": views,
+        "title": title or " vs ".join(v["run_id"] for v in views), "runs": views, "sweep": swept,
         "comparison": comparison_view(runs, views) if len(runs) > 1 else None,
         "generated_at": generated_at, "root": "",
     }
@@ -88,6 +103,9 @@ def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
     write_atomic(page, html)
     summary = {"report": page.name, "generated_at": generated_at,
                "runs": [{**v["headline"], "revision": revision_figures(v["revision"])} for v in views]}
+    if swept:
+        summary["sweep"] = {"recommendation": swept["choice"], "why": swept["why"],
+                            "configurations": [jsonable(row) for row in swept["rows"]]}
     write_atomic(page.parent / "summary.json", json.dumps(summary, indent=2) + "\n")
     return page
 

@@ -1,0 +1,202 @@
+"""The sweep's verdict: per configuration the figures that decide (pass rate with its interval, tool-call
+integrity, decode speed, gates) and the recommendation: the fastest configuration whose pass rate and tool-call
+integrity are not worse than the best beyond noise, with the reason each other one lost.
+
+"Beyond noise": the two 95 % Wilson score intervals do not overlap. Speed is the median decode tok/s of the
+configuration's successful calls (what speculative decoding and engines change); TTFT is shown beside it.
+"""
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from soak.paths import data_dir
+from soak.record.read import load_run
+from soak.record.schema import MODEL_OUTCOMES, GateRecord, SweepEntry, SweepInfo
+
+Z = 1.959964
+"""The normal quantile of a two-sided 95 % interval."""
+UNBROKEN = ("ok", "none")
+"""Integrity verdicts of a call whose tool calls (if any) were sound."""
+
+
+def wilson(successes: int, trials: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion (sound at 0 and at n, unlike the normal one); (0, 1) with no
+    trials."""
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    centre = (p + Z * Z / (2 * trials)) / (1 + Z * Z / trials)
+    half = Z * math.sqrt(p * (1 - p) / trials + Z * Z / (4 * trials * trials)) / (1 + Z * Z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def median_or_none(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.median()) if len(values) else None
+
+
+@dataclass
+class Standing:
+    """What decides for one configuration."""
+
+    name: str
+    run_id: str
+    status: str
+    detail: str = ""
+    passes: int = 0
+    attempts: int = 0
+    """Attempts judged on the model (pass, fail, caps, timeout, no_artifact, tampered)."""
+    tool_calls: int = 0
+    """Calls that made (or claimed) a tool call."""
+    broken: dict[str, int] = field(default_factory=dict)
+    """Of those, the broken ones by integrity verdict."""
+    decode_tps: float | None = None
+    ttft_s: float | None = None
+    gates: list[GateRecord] = field(default_factory=list)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passes / self.attempts if self.attempts else None
+
+    @property
+    def pass_interval(self) -> tuple[float, float]:
+        return wilson(self.passes, self.attempts)
+
+    @property
+    def broken_calls(self) -> int:
+        return sum(self.broken.values())
+
+    @property
+    def broken_share(self) -> float | None:
+        return self.broken_calls / self.tool_calls if self.tool_calls else None
+
+    @property
+    def broken_interval(self) -> tuple[float, float]:
+        return wilson(self.broken_calls, self.tool_calls)
+
+    def broken_text(self) -> str:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.broken.items(), key=lambda kv: -kv[1]))
+        return f"{self.broken_calls} of {self.tool_calls}" + (f": {kinds}" if kinds else "")
+
+
+def standing(entry: SweepEntry, root: Path | None = None) -> Standing:
+    """The figures of one configuration, read from its run folder (none yet: only its status)."""
+    found = Standing(entry.name, entry.run_id, entry.status, entry.detail, gates=list(entry.gate_results))
+    folder = (root or data_dir()) / entry.run_id
+    if not (folder / "run.json").is_file():
+        return found
+    run = load_run(folder)
+    judged = run.tasks[run.tasks["outcome"].isin(MODEL_OUTCOMES)]
+    found.passes, found.attempts = int((judged["outcome"] == "pass").sum()), len(judged)
+    calls = run.calls
+    tooled = calls[calls["integrity"] != "none"]
+    found.tool_calls = len(tooled)
+    found.broken = {str(k): int(v) for k, v in tooled[~tooled["integrity"].isin(UNBROKEN)]["integrity"]
+                    .value_counts().items()}
+    ok = calls[calls["status"] == "ok"]
+    found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
+    return found
+
+
+def standings(info: SweepInfo, root: Path | None = None) -> list[Standing]:
+    return [standing(entry, root) for entry in info.configurations]
+
+
+def gate_text(gate: GateRecord) -> str:
+    shown = "not measured" if gate.measured is None else f"{gate.measured:,.3g} {gate.unit}"
+    return f"{gate.name} {shown} (threshold {'>=' if gate.higher_is_better else '<='} {gate.threshold:g})"
+
+
+def disqualified(s: Standing) -> str:
+    """Why a configuration cannot be recommended at all; empty when it can."""
+    if s.status == "stack_down":
+        return f"its stack never came up ({s.detail})"
+    if s.status == "pending":
+        return "not run yet"
+    if s.status == "running":
+        return "its night has not ended (resume the sweep)"
+    if s.status == "stopped":
+        return f"its night stopped early ({s.detail or 'error budget'})"
+    failed = [gate_text(g) for g in s.gates if not g.passed]
+    if failed:
+        return "failed its gates: " + "; ".join(failed)
+    if not s.attempts:
+        return "no attempt was judged"
+    return ""
+
+
+def speed(s: Standing) -> float:
+    return s.decode_tps if s.decode_tps is not None else -math.inf
+
+
+def times(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a and b else "n/a"
+
+
+@dataclass
+class Recommendation:
+    choice: str | None
+    why: str
+    reasons: dict[str, str]
+    """Per configuration not chosen: why it lost."""
+
+    def lines(self, found: list[Standing]) -> list[str]:
+        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'broken tool calls':<22}" \
+                 f"{'decode tok/s':>13}{'TTFT s':>9}  gates"
+        rows = [header]
+        for s in found:
+            low, high = s.pass_interval
+            rate = f"{s.passes}/{s.attempts} {s.pass_rate:.0%} [{low:.0%}-{high:.0%}]" if s.attempts else "-"
+            broken = f"{s.broken_calls}/{s.tool_calls} {s.broken_share:.0%}" if s.tool_calls else "-"
+            gates = ", ".join(f"{'PASS' if g.passed else 'FAIL'} {gate_text(g)}" for g in s.gates) or "-"
+            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{broken:<22}"
+                        f"{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}  {gates}")
+        rows.append("")
+        rows.append(f"recommendation: {self.choice}: {self.why}" if self.choice else f"no recommendation: {self.why}")
+        rows += [f"  {name}: {reason}" for name, reason in self.reasons.items()]
+        return rows
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def recommend(found: list[Standing]) -> Recommendation:
+    """The fastest qualified configuration whose pass rate and tool-call integrity are within noise of the best."""
+    reasons = {s.name: why for s in found if (why := disqualified(s))}
+    qualified = [s for s in found if s.name not in reasons]
+    if not qualified:
+        return Recommendation(None, "no configuration finished its night with its gates passed", reasons)
+    best_pass = max(qualified, key=lambda s: (s.pass_rate or 0.0, s.attempts))
+    tooled = [s for s in qualified if s.tool_calls]
+    best_tools = min(tooled, key=lambda s: (s.broken_share, -s.tool_calls)) if tooled else None
+    lost_on = {}
+    for s in qualified:
+        if s.pass_interval[1] < best_pass.pass_interval[0]:
+            lost_on[s.name] = "pass rate"
+        elif best_tools and s.tool_calls and s.broken_interval[0] > best_tools.broken_interval[1]:
+            lost_on[s.name] = "tool calls"
+    within = [s for s in qualified if s.name not in lost_on]
+    choice = max(within, key=lambda s: (speed(s), s.passes))
+    for s in qualified:
+        if s is choice:
+            continue
+        if lost_on.get(s.name) == "pass rate":
+            (low, high), (b_low, b_high) = s.pass_interval, best_pass.pass_interval
+            reasons[s.name] = (f"pass rate {s.pass_rate:.0%} [{low:.0%}-{high:.0%}] is below {best_pass.name}'s "
+                               f"{best_pass.pass_rate:.0%} [{b_low:.0%}-{b_high:.0%}] beyond noise")
+        elif lost_on.get(s.name) == "tool calls":
+            reasons[s.name] = (f"{times(s.decode_tps, choice.decode_tps)} the decode speed of {choice.name} but "
+                               f"{s.broken_share:.0%} of its tool calls broken ({s.broken_text()}), against "
+                               f"{best_tools.broken_share:.0%} in {best_tools.name}")
+        else:
+            reasons[s.name] = (f"slower: {_num(s.decode_tps, 1)} tok/s decode against {_num(choice.decode_tps, 1)} "
+                               f"({times(s.decode_tps, choice.decode_tps)}), pass rate and tool-call integrity "
+                               "within noise")
+    why = (f"the fastest ({_num(choice.decode_tps, 1)} tok/s decode, TTFT {_num(choice.ttft_s, 3)} s) of the "
+           f"{len(within)} configuration{'s' if len(within) > 1 else ''} whose pass rate and tool-call integrity are "
+           "within noise of the best")
+    return Recommendation(choice.name, why, {s.name: reasons[s.name] for s in found if s.name in reasons})

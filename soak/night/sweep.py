@@ -1,0 +1,246 @@
+"""`soak sweep FILE`: stack configurations one after another, unattended, each an ordinary run on the same tasks
+in the same order; `--resume SWEEP_ID` carries on at the configuration and attempt where it stopped.
+
+A sweep file:
+
+    base = "soak.toml"          # optional: what every configuration starts from (budgets, endpoints, ...)
+    suite = "builtin"           # shared by every configuration, with the seed: same tasks, same order
+    seed = 0
+    tasks = 12                  # or minutes = 30; a configuration may give its own
+    gates = ["prefix-twin"]     # probed once a configuration's stack is up, before its first attempt
+
+    [[configurations]]
+    name = "prefix-on"
+    [configurations.overrides]  # soak.toml keys on top of the base: tables merge, values and lists replace
+    stack.servers = [{name = "vllm", up = "soak engine serve vllm --port 8011", base_url = "..."}]
+
+Per configuration soak starts its servers (the stack supervisor, as `soak run` does), runs the gates, runs the
+night, stops the servers and goes on. One whose stack never comes up is recorded `stack_down` and skipped. The
+sweep folder (`data/sweeps/<id>/sweep.json`) holds the plan, every configuration resolved before the first
+starts, and each one's progress; the runs are `data/<id>.<name>/`, so report, route and compare work on each.
+"""
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+from rich.console import Console
+
+from soak.config import SoakConfig, Strict, load_config, redact
+from soak.errors import BadInput
+from soak.files import describe_validation_error, load_model, write_atomic
+from soak.night.lifecycle import create_run, reopen_run
+from soak.night.loop import RunEnd
+from soak.night.plan import RunOptions, check_agent, check_run_id, new_run_id, plan_run
+from soak.night.wiring import run_night
+from soak.paths import data_dir, sweeps_dir
+from soak.record.read import load_sweep
+from soak.record.schema import RunLimits, SweepEntry, SweepInfo
+
+GateName = Literal["prefill", "long-prompt", "prefix-twin"]
+"""The gates a sweep can probe by itself (prefix-replay needs a recorded transcript: use `soak gate`)."""
+SHARED_KEYS = ("suite", "seed")
+SWEEP_FILE = "sweep.json"
+GATES_FILE = "gates.json"
+ENDED = ("deadline", "tasks", "cycles")
+
+
+class Length(Strict):
+    tasks: int | None = Field(default=None, gt=0)
+    """Attempts (the shared seed orders them: every configuration gets the same ones)."""
+    minutes: float | None = Field(default=None, gt=0)
+    """Running time, its stack's start included."""
+
+    @model_validator(mode="after")
+    def _one_length(self) -> "Length":
+        if self.tasks is not None and self.minutes is not None:
+            raise ValueError("give tasks or minutes, not both")
+        return self
+
+
+class SweepConfiguration(Length):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,40}$")
+    """Letters, digits, '-' and '_': it names the run folder `<sweep_id>.<name>`."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """soak.toml keys on top of the base: tables merge key by key, values and lists (stack.servers) replace."""
+    gates: list[GateName] | None = None
+    """None: the sweep's gates."""
+
+
+class SweepFile(Length):
+    base: Path | None = None
+    """A soak.toml every configuration starts from; relative to the sweep file."""
+    suite: str = "builtin"
+    seed: int = 0
+    gates: list[GateName] = Field(default_factory=list)
+    configurations: list[SweepConfiguration] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "SweepFile":
+        names = [c.name for c in self.configurations]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"configuration names must differ: {', '.join(twice)} given twice")
+        for configuration in self.configurations:
+            shared = [key for key in SHARED_KEYS if key in configuration.overrides]
+            if shared:
+                raise ValueError(f"configuration {configuration.name}: {', '.join(shared)} belong to the whole sweep "
+                                 "(every configuration sees the same tasks in the same order)")
+        return self
+
+    def limits(self, configuration: SweepConfiguration) -> RunLimits:
+        """The configuration's own length, else the sweep's, else one pass over the suite."""
+        own = configuration if configuration.tasks or configuration.minutes else self
+        if own.tasks:
+            return RunLimits(max_tasks=own.tasks)
+        if own.minutes:
+            return RunLimits(duration_seconds=own.minutes * 60)
+        return RunLimits(max_cycles=1)
+
+
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` on top of `base`: tables merge key by key, everything else replaces."""
+    out = dict(base)
+    for key, value in overrides.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakConfig]]:
+    """Every configuration resolved and checked before anything is written (a bad one is bad input, exit 2)."""
+    spec = load_model(path, SweepFile, "sweep file")
+    sweep_id = sweep_id or new_run_id()
+    check_run_id(sweep_id)
+    base = load_config(path.parent / spec.base if spec.base else None).model_dump()
+    entries, configs = [], []
+    for configuration in spec.configurations:
+        raw = merged(base, {**configuration.overrides, "suite": spec.suite, "seed": spec.seed})
+        try:
+            config = SoakConfig.model_validate(raw)
+        except ValidationError as error:
+            raise BadInput(describe_validation_error(f"{path}: configuration {configuration.name}", error)) from None
+        check_agent(config)
+        run_id = f"{sweep_id}.{configuration.name}"
+        limits = spec.limits(configuration)
+        plan_run(config, run_id, limits, {}, {})  # roles, endpoints and the suite, checked now
+        if (data_dir() / run_id).exists():
+            raise BadInput(f"run {run_id} already exists in {data_dir()}: pick another --sweep-id")
+        gates = spec.gates if configuration.gates is None else configuration.gates
+        entries.append(SweepEntry(name=configuration.name, run_id=run_id, config=config.model_dump(mode="json"),
+                                  limits=limits, gates=list(gates)))
+        configs.append(config)
+    info = SweepInfo(sweep_id=sweep_id, created_at=time.time(), source=str(path.resolve()), suite=spec.suite,
+                     seed=spec.seed, configurations=entries)
+    return info, configs
+
+
+class Sweep:
+    """A sweep folder and its sweep.json, rewritten atomically at every step so a kill loses nothing."""
+
+    def __init__(self, folder: Path, info: SweepInfo, configs: list[SoakConfig], console: Console, quiet: bool):
+        self.folder, self.info, self.configs, self.console, self.quiet = folder, info, configs, console, quiet
+
+    @classmethod
+    def start(cls, path: Path, sweep_id: str | None, console: Console, quiet: bool) -> "Sweep":
+        info, configs = plan_sweep(path, sweep_id)
+        folder = sweeps_dir() / info.sweep_id
+        if folder.exists():
+            raise BadInput(f"sweep {info.sweep_id} already exists in {folder.parent}; "
+                           f"continue it with soak sweep --resume {info.sweep_id}")
+        folder.mkdir(parents=True)
+        sweep = cls(folder, info, configs, console, quiet)
+        sweep.save()
+        return sweep
+
+    @classmethod
+    def resume(cls, sweep_id: str, console: Console, quiet: bool) -> "Sweep":
+        folder, info = load_sweep(sweep_id)
+        try:
+            configs = [SoakConfig.model_validate(entry.config) for entry in info.configurations]
+        except ValidationError as error:
+            raise BadInput(describe_validation_error(str(folder / SWEEP_FILE), error)) from None
+        return cls(folder, info, configs, console, quiet)
+
+    def save(self) -> None:
+        """sweep.json with every configuration's config redacted, as run.json keeps it."""
+        shown = self.info.model_copy(update={"configurations": [
+            entry.model_copy(update={"config": redact(entry.config)}) for entry in self.info.configurations]})
+        write_atomic(self.folder / SWEEP_FILE, shown.model_dump_json(indent=2) + "\n")
+
+    def say(self, text: str) -> None:
+        self.console.print(f"sweep {self.info.sweep_id}: {text}", markup=False, soft_wrap=True)
+
+    def run(self) -> int:
+        """Each configuration not yet ended, in order; the exit code of the sweep so far (a signal stops it)."""
+        total = len(self.info.configurations)
+        for number, (entry, config) in enumerate(zip(self.info.configurations, self.configs, strict=True), 1):
+            if entry.status not in ("pending", "running"):
+                continue
+            self.say(f"configuration {number}/{total} {entry.name}: "
+                     f"{'resuming' if entry.status == 'running' else 'starting'} its stack")
+            end = self.run_configuration(entry, config)
+            if end is not None and end.reason == "signal":
+                self.say(f"stopped in configuration {entry.name}; carry on with soak sweep --resume "
+                         f"{self.info.sweep_id}")
+                return end.exit_code
+        return self.verdict()
+
+    def run_configuration(self, entry: SweepEntry, config: SoakConfig) -> RunEnd | None:
+        """One configuration's night (started, or resumed where it stopped); None when its stack never came up."""
+        if entry.status == "running" and (data_dir() / entry.run_id / "run.json").is_file():
+            folder, info, config, tasks = reopen_run(RunOptions(resume=entry.run_id))
+        else:
+            info, config, tasks = plan_run(config, entry.run_id, entry.limits, {}, {})
+            folder = create_run(info)
+        entry.status, entry.started_at = "running", entry.started_at or time.time()
+        self.save()
+
+        async def gates() -> None:
+            if not entry.gates or entry.gate_results:
+                return
+            from soak.decisions.gate import gate_role
+
+            results = await gate_role(config, "coder", list(entry.gates), config.gates)
+            entry.gate_results = [result.record() for result in results]
+            write_atomic(folder.path / GATES_FILE, "[\n" + ",\n".join(
+                r.model_dump_json() for r in entry.gate_results) + "\n]\n")
+            self.save()
+            for result in results:
+                self.say(f"{entry.name}: {result.line()}")
+
+        try:
+            end = run_night(folder, info, config, tasks, quiet=self.quiet, console=self.console, stack_up=gates)
+        except BadInput as error:
+            entry.status, entry.detail, entry.ended_at = "stack_down", str(error), time.time()
+            self.save()
+            self.say(f"{entry.name}: skipped, its stack did not come up: {error}")
+            return None
+        if end.reason != "signal":
+            entry.status = "done" if end.reason in ENDED else "stopped"
+            entry.detail, entry.ended_at = end.detail, time.time()
+            self.save()
+        return end
+
+    def verdict(self) -> int:
+        """The standings and the recommendation; 0 when there is one, 1 when no configuration qualified."""
+        from soak.decisions.sweep import recommend, standings
+
+        found = standings(self.info)
+        recommendation = recommend(found)
+        self.console.print("\n".join(recommendation.lines(found)), markup=False, soft_wrap=True)
+        self.say(f"report: soak report {self.info.sweep_id}")
+        return 0 if recommendation.choice else 1
+
+
+def sweep_command(path: Path | None, resume: str | None, sweep_id: str | None, quiet: bool,
+                  console: Console | None = None) -> int:
+    """`soak sweep FILE` or `soak sweep --resume SWEEP_ID`; returns the exit code."""
+    console = console or Console()
+    if (path is None) == (resume is None):
+        raise BadInput("give a sweep file, or --resume SWEEP_ID")
+    if resume and sweep_id:
+        raise BadInput("--resume continues a sweep with its own id; drop --sweep-id")
+    sweep = Sweep.resume(resume, console, quiet) if resume else Sweep.start(path, sweep_id, console, quiet)
+    return sweep.run()
+
