@@ -1,0 +1,244 @@
+"""`soak sweep`: configurations one after another on the same tasks, the recommendation and its reasons, resume,
+bad input. The configurations' servers are real `soak sim` processes that the stack supervisor starts and stops."""
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+
+from soak.decisions.sweep import Standing, recommend, wilson
+from soak.record.read import load_run
+from soak.record.schema import GateRecord
+from soak.stack.servers import free_port
+
+SOAK = [sys.executable, "-m", "soak.cli"]
+
+
+def sim_configuration(name: str, tmp: Path, scenario: str, *, up: str | None = None) -> str:
+    """A [[configurations]] entry whose stack is one `soak sim` with this scenario."""
+    port = free_port()
+    (tmp / f"{name}.toml").write_text(textwrap.dedent(scenario))
+    base_url = f"http://127.0.0.1:{port}/v1"
+    up = up or "exec " + shlex.join([*SOAK, "sim", "--port", str(port), "--scenario", str(tmp / f"{name}.toml")])
+    return textwrap.dedent(f"""
+        [[configurations]]
+        name = "{name}"
+        [configurations.overrides]
+        endpoints.default = {{base_url = "{base_url}", model = "soak-sim", max_tokens = 8192}}
+        stack.servers = [{{name = "sim", up = {json.dumps(up)}, base_url = "{base_url}", start_timeout_seconds = 20}}]
+        stack.health_interval_seconds = 0.5
+        sampling.interval_seconds = 1
+        """)
+
+
+CLEAN = """
+    [timing]
+    ttft_seconds = 0.01
+    decode_tokens_per_second = 300
+    tokens_per_chunk = 4
+    """
+MANGLING = """
+    [timing]
+    ttft_seconds = 0.01
+    decode_tokens_per_second = 900
+    tokens_per_chunk = 4
+    [spec_decode]
+    enabled = true
+    [[faults]]
+    kind = "name_absorbs_args"
+    rate = 0.7
+    roles = ["coder"]
+    """
+
+
+def write_sweep(tmp: Path, body: str, head: str = 'tasks = 6\ngates = ["prefix-twin"]\n') -> Path:
+    path = tmp / "sweep.toml"
+    path.write_text(head + body)
+    return path
+
+
+def soak_command(*args: str, cwd: Path, data: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SOAK_DATA_DIR": str(data), "SOAK_REPORTS_DIR": str(cwd / "reports")}
+    return subprocess.run([*SOAK, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def sweep_json(data: Path, sweep_id: str) -> dict:
+    return json.loads((data / "sweeps" / sweep_id / "sweep.json").read_text())
+
+
+# --- the recommendation, from figures ---------------------------------------------------------------------
+
+
+def test_the_wilson_interval_holds_the_rate_and_narrows_with_trials():
+    low, high = wilson(6, 6)
+    assert low < 1.0 == high and low > 0.5
+    assert wilson(0, 0) == (0.0, 1.0)
+    narrow, wide = wilson(50, 100), wilson(5, 10)
+    assert wide[0] < narrow[0] < 0.5 < narrow[1] < wide[1]
+
+
+def done(name: str, **figures) -> Standing:
+    return Standing(name=name, run_id=f"s.{name}", status="done", **figures)
+
+
+def test_a_faster_configuration_that_mangles_tool_calls_loses_with_that_reason():
+    clean = done("clean", passes=10, attempts=12, tool_calls=40, broken={}, decode_tps=300.0)
+    spec = done("spec-ngram", passes=10, attempts=12, tool_calls=40, broken={"mangled_name": 12}, decode_tps=560.0)
+    verdict = recommend([clean, spec])
+    assert verdict.choice == "clean"
+    assert "30% of its tool calls broken" in verdict.reasons["spec-ngram"]
+    assert "1.87× the decode speed of clean" in verdict.reasons["spec-ngram"]
+    assert "mangled_name 12" in verdict.reasons["spec-ngram"]
+
+
+def test_within_noise_the_fastest_wins_and_a_clear_pass_rate_drop_loses():
+    slow = done("slow", passes=9, attempts=12, tool_calls=30, decode_tps=100.0)
+    fast = done("fast", passes=8, attempts=12, tool_calls=30, broken={"bad_json": 1}, decode_tps=200.0)
+    weak = done("weak", passes=1, attempts=12, tool_calls=30, decode_tps=400.0)
+    verdict = recommend([slow, fast, weak])
+    assert verdict.choice == "fast"
+    assert verdict.reasons["slow"].startswith("slower: 100.0 tok/s")
+    assert "beyond noise" in verdict.reasons["weak"] and "8%" in verdict.reasons["weak"]
+
+
+def test_failed_gates_and_a_stack_that_never_came_up_disqualify_and_none_left_means_no_recommendation():
+    gate = GateRecord(name="prefix-twin", measured=0.0, threshold=0.5, unit="hit rate", passed=False)
+    off = done("prefix-off", passes=3, attempts=3, decode_tps=900.0, gates=[gate])
+    down = Standing(name="down", run_id="s.down", status="stack_down", detail="server sim not healthy after 20 s")
+    verdict = recommend([off, down])
+    assert verdict.choice is None
+    assert verdict.reasons["prefix-off"] == "failed its gates: prefix-twin 0 hit rate (threshold >= 0.5)"
+    assert "never came up (server sim not healthy" in verdict.reasons["down"]
+    on = done("prefix-on", passes=3, attempts=3, decode_tps=800.0,
+              gates=[gate.model_copy(update={"measured": 0.97, "passed": True})])
+    assert recommend([off, on, down]).choice == "prefix-on"
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('[[configurations]]\nname = "a"\n[[configurations]]\nname = "a"\n', "a given twice"),
+    ('[[configurations]]\nname = "a"\noverrides = {seed = 3}\n', "seed belong to the whole sweep"),
+    ('[[configurations]]\nname = "a"\noverrides = {budgets = {max_calls = "many"}}\n',
+     "configuration a: budgets.max_calls"),
+    ('[[configurations]]\nname = "a b"\n', "configurations.0.name"),
+    ('[[configurations]]\nname = "a"\ntasks = 2\nminutes = 3\n', "tasks or minutes, not both"),
+    ('colour = "red"\n[[configurations]]\nname = "a"\n', "colour: Extra inputs are not permitted"),
+    ('gates = ["prefix-replay"]\n[[configurations]]\nname = "a"\n', "gates.0"),
+    ('[[configurations]]\nname = "a"\noverrides = {endpoints = {default = {base_url = "http://x/v1", model = "m"}},'
+     ' roles = {coder = "nowhere"}}\n', "endpoint 'nowhere', which is not defined"),
+])
+def test_a_bad_sweep_file_is_one_line_exit_2_and_writes_nothing(tmp_path, data_dir, soak, body, message):
+    path = tmp_path / "sweep.toml"
+    path.write_text(body)
+    result = soak("sweep", str(path))
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.count("\n") == 1, result.output
+    assert not data_dir.exists()
+
+
+def test_sweep_needs_a_file_or_a_sweep_to_resume(data_dir, soak):
+    assert soak("sweep").exit_code == 2
+    unknown = soak("sweep", "--resume", "nope")
+    assert unknown.exit_code == 2 and "no sweep 'nope'" in unknown.output
+
+
+# --- whole sweeps against soak sim -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_sweep_recommends_the_clean_stack_over_a_faster_one_that_mangles_tool_names(tmp_path):
+    data = tmp_path / "data"
+    body = (sim_configuration("clean", tmp_path, CLEAN) + sim_configuration("spec-ngram", tmp_path, MANGLING)
+            + sim_configuration("no-server", tmp_path, CLEAN, up="exit 3"))
+    result = soak_command("sweep", str(write_sweep(tmp_path, body)), "--sweep-id", "mangle", "--quiet",
+                          cwd=tmp_path, data=data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "recommendation: clean:" in result.stdout
+    plan = sweep_json(data, "mangle")
+    status = {c["name"]: c["status"] for c in plan["configurations"]}
+    assert status == {"clean": "done", "spec-ngram": "done", "no-server": "stack_down"}
+
+    # Every configuration saw the same tasks in the same order (shared suite and seed).
+    orders = [load_run(data / f"mangle.{name}").tasks.sort_values("started_at")["task_id"].tolist()
+              for name in ("clean", "spec-ngram")]
+    assert len(orders[0]) == 6 and set(orders[0]) == set(orders[1])
+
+    report = soak_command("report", "mangle", cwd=tmp_path, data=data)
+    assert report.returncode == 0, report.stderr
+    summary = json.loads((tmp_path / "reports" / "mangle" / "summary.json").read_text())["sweep"]
+    rows = {row["name"]: row for row in summary["configurations"]}
+    assert summary["recommendation"] == "clean"
+    assert rows["spec-ngram"]["decode_tps"] > rows["clean"]["decode_tps"]  # the mangling one decodes faster
+    assert "of its tool calls broken" in rows["spec-ngram"]["reason"] and "mangled_name" in rows["spec-ngram"]["reason"]
+    assert rows["spec-ngram"]["spec"] and not rows["clean"]["spec"]  # acceptance per draft position, from /metrics
+    assert all(g["passed"] for g in rows["clean"]["gates"]) and rows["clean"]["gates"][0]["name"] == "prefix-twin"
+    assert "never came up" in rows["no-server"]["reason"]
+    html = (tmp_path / "reports" / "mangle" / "index.html").read_text()
+    assert "Recommendation: clean" in html and "of its tool calls broken" in html
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_every_configuration_failing_its_gates_exits_1(tmp_path):
+    data = tmp_path / "data"
+    no_cache = CLEAN + "[cache]\nenabled = false\n"
+    path = write_sweep(tmp_path, sim_configuration("no-cache", tmp_path, no_cache),
+                       head='tasks = 1\ngates = ["prefix-twin"]\n')
+    result = soak_command("sweep", str(path), "--sweep-id", "gated", "--quiet", cwd=tmp_path, data=data)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "no recommendation" in result.stdout and "failed its gates: prefix-twin 0 hit rate" in result.stdout
+    gates = json.loads((data / "gated.no-cache" / "gates.json").read_text())
+    assert gates[0]["name"] == "prefix-twin" and gates[0]["measured"] == 0 and not gates[0]["passed"]
+
+
+@retry(stop=stop_after_delay(240), wait=wait_fixed(0.2), retry=retry_if_result(lambda found: not found))
+def rows_in(path: Path) -> bool:
+    """True once the CSV holds a data row (an attempt of that configuration has finished)."""
+    return path.is_file() and len(path.read_text().splitlines()) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_sweep_stopped_mid_way_resumes_at_the_configuration_and_attempt_where_it_stopped(tmp_path):
+    data = tmp_path / "data"
+    slow = CLEAN.replace("ttft_seconds = 0.01", "ttft_seconds = 0.3")
+    body = sim_configuration("first", tmp_path, CLEAN) + sim_configuration("second", tmp_path, slow)
+    path = write_sweep(tmp_path, body, head="tasks = 8\n")
+    env = {**os.environ, "SOAK_DATA_DIR": str(data)}
+    sweep = subprocess.Popen([*SOAK, "sweep", str(path), "--sweep-id", "cut", "--quiet"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        rows_in(data / "cut.second" / "tasks.csv")
+        sweep.send_signal(signal.SIGTERM)
+        output, _ = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 130, output[-3000:]
+    assert "soak sweep --resume cut" in output
+    status = {c["name"]: c["status"] for c in sweep_json(data, "cut")["configurations"]}
+    assert status == {"first": "done", "second": "running"}
+    first = (data / "cut.first" / "tasks.csv").read_text()
+    second_before = load_run(data / "cut.second").tasks
+    finished = second_before[second_before["outcome"] != "cancelled"]
+    assert 1 <= len(finished) < 8
+
+    resumed = soak_command("sweep", "--resume", "cut", "--quiet", cwd=tmp_path, data=data)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert (data / "cut.first" / "tasks.csv").read_text() == first  # the finished configuration was not rerun
+    after = load_run(data / "cut.second")
+    assert len(after.tasks) == 8 and set(after.tasks["outcome"]) == {"pass"}  # each attempt once (latest row)
+    kept = after.tasks.set_index(["task_id", "cycle"])
+    for _, row in finished.iterrows():  # attempts finished before the stop were kept, not redone
+        assert kept.loc[(row["task_id"], row["cycle"]), "started_at"] == row["started_at"]
+    assert len(json.loads((data / "cut.second" / "run.json").read_text())["sessions"]) == 2
+    assert {c["status"] for c in sweep_json(data, "cut")["configurations"]} == {"done"}
