@@ -275,6 +275,58 @@ class TestVllm:
         assert summary["tasks"] == 2 and summary["infra_errors"] == 0 and summary["calls"] == len(calls)
 
 
+def vllm_configuration(name: str, extra: str = "") -> str:
+    """A sweep configuration whose stack is one `soak engine serve vllm` (with `extra` flags) on a free port."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    up = f"exec {SOAK} engine serve vllm --port {port} {extra}".strip()
+    return f"""
+[[configurations]]
+name = "{name}"
+[configurations.overrides]
+endpoints.vllm = {{base_url = "{base_url}", model = "{EMBEDDED_MODEL}", max_tokens = 384}}
+roles = {{orchestrator = "vllm", coder = "vllm"}}
+stack.servers = [{{name = "vllm", up = {json.dumps(up)}, base_url = "{base_url}", start_timeout_seconds = 900}}]
+"""
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.timeout(3000)
+def test_a_sweep_of_vllm_with_prefix_caching_on_and_off_finds_the_cache_from_the_real_counters(tmp_path):
+    """Two configurations of the real vLLM CPU engine, one stack after the other: the prefix-twin gate reads
+    vLLM's own counters, a high hit rate with caching on and none with it off, and the sweep keeps the one on."""
+    skip_if_unwanted()
+    setup = soak("engine", "setup", "vllm", cwd=tmp_path, timeout=1500)
+    if setup.returncode != 0:
+        unavailable(f"vllm cannot be set up here: {setup.stderr.strip()[-500:]}")
+    (tmp_path / "soak.toml").write_text(BUDGETS)
+    sweep = ('base = "soak.toml"\ntasks = 1\ngates = ["prefix-twin"]\n' + vllm_configuration("prefix-on")
+             + vllm_configuration("prefix-off", "--no-enable-prefix-caching"))
+    (tmp_path / "sweep.toml").write_text(sweep)
+    result = soak("sweep", "sweep.toml", "--sweep-id", "apc", "--quiet", cwd=tmp_path, timeout=2700)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "recommendation: prefix-on" in result.stdout
+    plan = json.loads((tmp_path / "data" / "sweeps" / "apc" / "sweep.json").read_text())
+    gates = {c["name"]: c["gate_results"][0] for c in plan["configurations"]}
+    assert gates["prefix-on"]["passed"] and gates["prefix-on"]["measured"] >= 0.5, gates
+    assert not gates["prefix-off"]["passed"] and gates["prefix-off"]["measured"] is not None, gates
+    assert gates["prefix-off"]["measured"] < 0.05, gates
+    for name in ("prefix-on", "prefix-off"):
+        assert_tasks_recorded(run_folder(tmp_path, f"apc.{name}"), 1)
+        events = {e["kind"] for e in rows(run_folder(tmp_path, f"apc.{name}") / "events.csv")}
+        assert {"server_start", "server_ready"} <= events, events  # soak started this configuration's server
+
+    report = soak("report", "apc", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    summary = json.loads((tmp_path / "reports" / "apc" / "summary.json").read_text())["sweep"]
+    assert summary["recommendation"] == "prefix-on"
+    reasons = {row["name"]: row["reason"] for row in summary["configurations"]}
+    assert reasons["prefix-off"].startswith("failed its gates: prefix-twin 0"), reasons
+    html = (tmp_path / "reports" / "apc" / "index.html").read_text()
+    assert "Recommendation: prefix-on" in html and "FAIL prefix-twin" in html
+
+
 # --- llama.cpp's own server (llama-server) --------------------------------------------------------
 
 

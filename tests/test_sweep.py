@@ -3,6 +3,7 @@ bad input. The configurations' servers are real `soak sim` processes that the st
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from soak.decisions.sweep import Standing, recommend, wilson
+from soak.night.sweep import plan_sweep
 from soak.record.read import load_run
 from soak.record.schema import GateRecord
 from soak.stack.servers import free_port
@@ -242,3 +244,22 @@ def test_a_sweep_stopped_mid_way_resumes_at_the_configuration_and_attempt_where_
         assert kept.loc[(row["task_id"], row["cycle"]), "started_at"] == row["started_at"]
     assert len(json.loads((data / "cut.second" / "run.json").read_text())["sessions"]) == 2
     assert {c["status"] for c in sweep_json(data, "cut")["configurations"]} == {"done"}
+
+
+def test_the_readme_sweep_files_plan(tmp_path, data_dir):
+    """The README's two sweep files (llama.cpp vs vLLM, spec decode on/off) are valid and resolve as they say."""
+    blocks = re.findall(r"```toml\n(base = .*?)```", (Path(__file__).parents[1] / "README.md").read_text(), re.S)
+    assert len(blocks) == 2
+    (tmp_path / "soak.toml").write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:8000/v1"\n'
+                                        'model = "qwen3-coder"\n')
+    planned = []
+    for number, block in enumerate(blocks):
+        (tmp_path / f"sweep{number}.toml").write_text(block)
+        info, configs = plan_sweep(tmp_path / f"sweep{number}.toml", f"readme{number}")
+        planned.append({entry.name: config for entry, config in zip(info.configurations, configs, strict=True)})
+    engines, spec = planned
+    assert engines["llama-server"].endpoints["default"].base_url == "http://127.0.0.1:8080/v1"
+    assert engines["vllm"].stack.servers[0].up.startswith("vllm serve")
+    assert "--speculative-config" in spec["spec-ngram"].stack.servers[0].up
+    assert "--speculative-config" not in spec["spec-off"].stack.servers[0].up
+    assert "--port 8000 --enable-auto-tool-choice" in spec["spec-off"].stack.servers[0].up

@@ -1,2 +1,3 @@
-"""Decisions from data: route (failures -> routing.toml), gate (numeric probes), compare (A/B parity) and doctor
-(endpoint fitness). Imports record, llm, stack, config; never the night or the report."""
+"""Decisions from data: route (failures -> routing.toml), gate (numeric probes), compare (A/B parity), doctor
+(endpoint fitness) and sweep (a sweep's standings and recommendation). Imports record, llm, stack, config; never the
+night or the report."""
