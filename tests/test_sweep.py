@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
@@ -263,3 +264,32 @@ def test_the_readme_sweep_files_plan(tmp_path, data_dir):
     assert "--speculative-config" in spec["spec-ngram"].stack.servers[0].up
     assert "--speculative-config" not in spec["spec-off"].stack.servers[0].up
     assert "--port 8000 --enable-auto-tool-choice" in spec["spec-off"].stack.servers[0].up
+
+
+@retry(stop=stop_after_delay(60), wait=wait_fixed(0.1), retry=retry_if_result(lambda pid: pid is None))
+def server_started(events: Path) -> int | None:
+    """The pid of the server soak started, once events.csv says it started it."""
+    if not events.is_file():
+        return None
+    started = [line for line in events.read_text().splitlines() if ",server_start," in line]
+    return int(started[0].rsplit("pid ", 1)[1].split(",")[0]) if started else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_sweep_stopped_while_a_stack_starts_stops_that_stack_too(tmp_path):
+    data = tmp_path / "data"
+    body = sim_configuration("sleepy", tmp_path, CLEAN, up="exec sleep 300")
+    env = {**os.environ, "SOAK_DATA_DIR": str(data)}
+    sweep = subprocess.Popen([*SOAK, "sweep", str(write_sweep(tmp_path, body, head="tasks = 1\n")), "--sweep-id",
+                              "early", "--quiet"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        server = psutil.Process(server_started(data / "early.sleepy" / "events.csv"))
+        sweep.send_signal(signal.SIGTERM)
+        output, _ = sweep.communicate(timeout=60)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 130, output[-3000:]
+    server.wait(timeout=30)  # the server soak had started is gone, not left running
+    assert sweep_json(data, "early")["configurations"][0]["status"] == "running"

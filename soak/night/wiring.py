@@ -2,9 +2,11 @@
 
 import asyncio
 import json
+import signal
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, nullcontext
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager, nullcontext
 from typing import Any
 
 import httpx2
@@ -152,15 +154,30 @@ def run_night(
     folder.open()
     write_pid(folder)
     try:
-        return asyncio.run(
-            session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry,
-                    started_at, stack_up)
-        )
-    except KeyboardInterrupt:  # Ctrl-C before the runner took over the signals (starting the stack, say)
+        with sigterm_interrupts():
+            return asyncio.run(
+                session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry,
+                        started_at, stack_up)
+            )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the runner took over the signals (starting the stack)
         return RunEnd("signal", "interrupted while starting")
     finally:
         (folder.path / PID_FILE).unlink(missing_ok=True)
         folder.close()
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (`soak stop`, a service manager) interrupts like Ctrl-C while the stack starts or stops, so the
+    servers soak started are stopped too instead of outliving the run (the runner handles signals in between)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 async def session(
