@@ -159,18 +159,24 @@ async def hit_rate_of(probe: Probe, turns: list[tuple[list[dict[str, Any]], bool
     """Send each prompt in order; the hit rate over the measured ones comes from the server's counter deltas."""
     if await probe.hit_counters() is None:
         return unmeasurable(name, threshold, f"no prefix-cache counters at {probe.metrics_url or '(no /metrics)'}")
-    hits = queries = 0.0
+    hits = queries = served = 0.0
     for messages, measured in turns:
         before = await probe.hit_counters() if measured else None
-        await probe.ask(messages)
+        result = await probe.ask(messages)
         if measured:
             after = await probe.hit_counters()
             if before is None or after is None:
                 return unmeasurable(name, threshold, "the prefix-cache counters disappeared during the probe")
             hits, queries = hits + after[0] - before[0], queries + after[1] - before[1]
+            served += result.rows[-1].prompt_tokens or 0
+    repeats = sum(measured for _, measured in turns)
+    if queries <= 0 and hits == 0 and served > 0:
+        # vLLM with prefix caching off keeps its counters but never queries the cache: nothing was served from it.
+        return GateResult(name=name, measured=0.0, threshold=threshold, unit="hit rate",
+                          detail=f"the cache was never queried: 0 of {served:.0f} prompt tokens hit over {repeats} "
+                                 "repeat(s) (is prefix caching on?)")
     if queries <= 0:
         return unmeasurable(name, threshold, "the prefix-cache query counter did not move")
-    repeats = sum(measured for _, measured in turns)
     return GateResult(name=name, measured=hits / queries, threshold=threshold, unit="hit rate",
                       detail=f"{hits:.0f} of {queries:.0f} prompt tokens hit over {repeats} repeat(s)")
 
