@@ -35,11 +35,13 @@ MODELS = b'{"object":"list","data":[{"id":"sim","object":"model"}]}'
 @dataclass
 class Upstream:
     """A scripted OpenAI-compatible server that keeps what it received; `hold` makes a stream wait after its
-    first chunk until it is set."""
+    first chunk until it is set, and `hung_up` is set when the proxy closes a stream's connection."""
 
     received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     hold: asyncio.Event | None = None
     error: tuple[int, bytes] | None = None
+    hung_up: asyncio.Event = field(default_factory=asyncio.Event)
+    chunks: list[bytes] = field(default_factory=lambda: CHUNKS)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -52,17 +54,21 @@ class Upstream:
             return web.Response(body=WHOLE, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for index, chunk in enumerate(CHUNKS):
-            await response.write(chunk)
-            if index == 0 and self.hold is not None:
-                await self.hold.wait()
+        try:
+            for index, chunk in enumerate(self.chunks):
+                await response.write(chunk)
+                if index == 0 and self.hold is not None:
+                    await self.hold.wait()
+        except asyncio.CancelledError:
+            self.hung_up.set()
+            raise
         await response.write_eof()
         return response
 
 
 @asynccontextmanager
 async def serving(upstream: Upstream) -> AsyncIterator[str]:
-    runner = web.ServerRunner(web.Server(upstream.handle), handle_signals=False)
+    runner = web.ServerRunner(web.Server(upstream.handle, handler_cancellation=True), handle_signals=False)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
@@ -88,6 +94,10 @@ class Rig:
     def post(self, body: dict, token: str | None = None) -> Awaitable[httpx2.Response]:
         return self.client.post(f"{self.base_url}/chat/completions", content=json.dumps(body).encode(),
                                 headers={"Authorization": f"Bearer {token or self.token}"})
+
+
+async def settled(event: asyncio.Event) -> None:
+    await asyncio.wait_for(event.wait(), 10)
 
 
 def run(upstream: Upstream, test: Callable[[Rig], Awaitable[None]], base_url: str | None = None,
@@ -131,7 +141,7 @@ def test_a_stream_passes_byte_for_byte_with_the_real_key_added_and_becomes_a_row
             assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
             got = b"".join([chunk async for chunk in reply.aiter_raw()])
         assert got == b"".join(CHUNKS)
-        await rig.recorded.wait()
+        await settled(rig.recorded)
         path, headers, body = upstream.received[0]
         assert path == "/v1/chat/completions" and body == sent
         assert headers["Authorization"] == f"Bearer {KEY}" and rig.token not in json.dumps(headers)
@@ -143,13 +153,26 @@ def test_a_stream_passes_byte_for_byte_with_the_real_key_added_and_becomes_a_row
     run(upstream, test)
 
 
+def test_an_unreadable_line_passes_unchanged_and_the_rest_of_its_read_is_still_recorded():
+    chunks = [CHUNKS[0], CHUNKS[1].replace(b"\n\ndata: ", b"\n\ndata: {not json\n\ndata: ", 1), *CHUNKS[2:]]
+    upstream = Upstream(chunks=chunks)
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(STREAM)
+        assert reply.content == b"".join(chunks)
+        [row] = rig.rows
+        assert (row.status, row.finish_reason, row.completion_tokens) == ("ok", "stop", 2)
+
+    run(upstream, test)
+
+
 def test_a_whole_reply_passes_unchanged_and_becomes_a_row():
     upstream = Upstream()
 
     async def test(rig: Rig) -> None:
         reply = await rig.post({**STREAM, "stream": False})
         assert reply.status_code == 200 and reply.content == WHOLE
-        await rig.recorded.wait()
+        await settled(rig.recorded)
         [row] = rig.rows
         assert (row.status, row.completion_tokens, row.stream) == ("ok", 1, False)
 
@@ -221,9 +244,10 @@ def test_a_stream_with_no_byte_for_stale_seconds_is_cut_and_recorded_stalled():
                 async for chunk in reply.aiter_raw():
                     got += chunk
         assert got == CHUNKS[0]
-        await rig.recorded.wait()
+        await settled(rig.recorded)
         [row] = rig.rows
         assert row.status == "stalled" and "no byte for 0.3 s" in row.error
+        await settled(upstream.hung_up)  # the server is told to stop generating
 
     run(upstream, test, stale_seconds=0.3)
 
@@ -237,9 +261,10 @@ def test_an_agent_hanging_up_mid_stream_is_recorded_cancelled():
             async for chunk in reply.aiter_raw():
                 assert chunk == CHUNKS[0]
                 break
-        await rig.recorded.wait()
+        await settled(rig.recorded)
         [row] = rig.rows
         assert row.status == "cancelled"
+        await settled(upstream.hung_up)
 
     run(upstream, test)
 

@@ -17,17 +17,15 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+import aiohttp
+from aiohttp import web
 
 from soak.config import Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
@@ -96,28 +94,51 @@ class AttemptBudget:
         return None
 
 
-def openai_error(status: int, message: str, code: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}}, status)
+def openai_error(status: int, message: str, code: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                             status=status)
+
+
+def env_proxy(url: str) -> str | None:
+    """The HTTP proxy the environment names for `url` (`HTTPS_PROXY` etc. less `NO_PROXY`), looked up once:
+    aiohttp's `trust_env` would look it up, and read ~/.netrc in a thread, on every request."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies_environment().get(parts.scheme)
+
+
+def loaded(data: bytes) -> Any:
+    """`data` decoded, or None if it is not JSON."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
 
 
 class RecordingProxy:
-    """Serves `/a/<token>/v1/...` for the attempts it knows, forwarding to one upstream endpoint."""
+    """Serves `/a/<token>/v1/...` for the attempts it knows, forwarding to one upstream endpoint.
+
+    aiohttp on both sides: its server and its client parse HTTP in C (llhttp), which keeps the proxy's CPU per
+    call well under the client's and the server's own (BENCHMARKS.md, "Recording proxy: overhead")."""
 
     def __init__(self, name: str, endpoint: Endpoint, key: str | None, budgets: Budgets) -> None:
         self.name, self.endpoint, self.key, self.budgets = name, endpoint, key, budgets
         self.upstream = endpoint.base_url.rstrip("/")
+        self.via = env_proxy(self.upstream)
         self.attempts: dict[str, AttemptBudget] = {}
-        self.client = httpx2.AsyncClient(
-            timeout=httpx2.Timeout(None, connect=endpoint.connect_timeout_seconds),
-            # As many upstream connections as agents may hold open; httpx's default keeps only 20 alive.
-            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=256),
-        )
-        self.app = Starlette(routes=[
-            Route("/a/{token}/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/a/{token}/v1/models", self.models, methods=["GET"]),
-            Route("/a/{token}/{rest:path}", self.unknown, methods=["GET", "POST"]),
-        ])
-        self.server: uvicorn.Server | None = None
+        # Identity: the copy must be parseable, and the agent is told the upstream's content type only.
+        self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        # client_max_size 0: no cap on a request (aiohttp's default of 1 MiB is less than a long conversation).
+        self.app = web.Application(client_max_size=0)
+        self.app.router.add_post("/a/{token}/v1/chat/completions", self.chat)
+        self.app.router.add_get("/a/{token}/v1/models", self.models)
+        for method in ("GET", "POST"):
+            self.app.router.add_route(method, "/a/{token}/{rest:.*}", self.unknown)
+        self.runner: web.AppRunner | None = None
+        self.session: aiohttp.ClientSession | None = None
         self.port = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -125,8 +146,6 @@ class RecordingProxy:
     async def start(self) -> None:
         """Listen on a free loopback port and on a unix socket (in this event loop) until `stop`; a jail without
         a network reaches the socket through `soak.agent.bridge`."""
-        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on such sockets, and without it every reply's body
-        # waits ~40 ms in the kernel for the client's delayed ACK of the headers (Nagle).
         tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind(("127.0.0.1", 0))
@@ -138,21 +157,26 @@ class RecordingProxy:
         # Anyone may connect; without a token of a live attempt a request gets nothing but an error.
         self.socket_dir.chmod(0o755)
         self.socket_path.chmod(0o666)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.serving = asyncio.create_task(self.server.serve(sockets=[tcp, unix]))
-        while not self.server.started:
-            if self.serving.done():
-                await self.serving
-                raise RuntimeError("the recording proxy did not start")
-            await asyncio.sleep(0.01)
+        self.session = aiohttp.ClientSession(
+            # As many upstream connections as agents may hold open.
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.endpoint.connect_timeout_seconds),
+        )
+        # aiohttp sets TCP_NODELAY on every connection: without it each reply's body would wait ~40 ms in the
+        # kernel for the agent's delayed ACK of the headers (Nagle). An agent that hangs up cancels its handler;
+        # a call still in flight when the night closes the proxy gets 5 s to end, not aiohttp's 60.
+        self.runner = web.AppRunner(self.app, handle_signals=False, access_log=None, handler_cancellation=True,
+                                    shutdown_timeout=5)
+        await self.runner.setup()
+        for sock in (tcp, unix):
+            await web.SockSite(self.runner, sock).start()
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.should_exit = True
-            await self.serving
+        if self.runner is not None:
+            await self.runner.cleanup()
             shutil.rmtree(self.socket_dir, ignore_errors=True)
-        await self.client.aclose()
+        if self.session is not None:
+            await self.session.close()
 
     def open(self, budget: AttemptBudget) -> tuple[str, str]:
         """Register an attempt: (its base URL, its token, which is also the API key the agent is given)."""
@@ -165,34 +189,30 @@ class RecordingProxy:
 
     # --- routes ------------------------------------------------------------------------------------------------
 
-    def _attempt(self, request: Request) -> AttemptBudget | None:
-        return self.attempts.get(request.path_params["token"])
+    def _attempt(self, request: web.Request) -> AttemptBudget | None:
+        return self.attempts.get(request.match_info["token"])
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.key:
-            headers["Authorization"] = f"Bearer {self.key}"
-        return headers
+    async def unknown(self, request: web.Request) -> web.Response:
+        return openai_error(404, f"soak proxy: no route /{request.match_info['rest']}", "not_found")
 
-    async def unknown(self, request: Request) -> Response:
-        return openai_error(404, f"soak proxy: no route /{request.path_params['rest']}", "not_found")
-
-    async def models(self, request: Request) -> Response:
+    async def models(self, request: web.Request) -> web.Response:
         if self._attempt(request) is None:
             return openai_error(401, "soak proxy: unknown attempt token", "invalid_api_key")
+        assert self.session is not None
         try:
-            upstream = await self.client.get(f"{self.upstream}/models", headers=self._headers())
-        except httpx2.HTTPError as error:
+            async with self.session.get(f"{self.upstream}/models", headers=self.headers, proxy=self.via) as upstream:
+                body = await upstream.read()
+        except aiohttp.ClientError as error:
             return openai_error(502, f"soak proxy: upstream unreachable: {error!r}", "upstream_unreachable")
-        return Response(upstream.content, upstream.status_code, media_type="application/json")
+        return web.Response(body=body, status=upstream.status, content_type="application/json")
 
-    async def chat(self, request: Request) -> Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         attempt = self._attempt(request)
         if attempt is None:
             return openai_error(401, "soak proxy: unknown attempt token", "invalid_api_key")
         if (refused := attempt.refusal()) is not None:
             return openai_error(400, refused, attempt.ended or "budget")
-        body = await request.body()
+        body = await request.read()
         try:
             payload = dict_or_fail(json.loads(body))
         except ValueError:
@@ -200,23 +220,22 @@ class RecordingProxy:
         attempt.calls += 1
         call = ProxiedCall(self, attempt, payload, attempt.calls - 1)
         got = Reply()
+        assert self.session is not None
         try:
-            upstream = await self.client.send(
-                self.client.build_request("POST", f"{self.upstream}/chat/completions", content=body,
-                                          headers=self._headers()),
-                stream=True,
-            )
-        except httpx2.HTTPError as error:
+            upstream = await self.session.post(f"{self.upstream}/chat/completions", data=body, headers=self.headers,
+                                               proxy=self.via)
+        except aiohttp.ClientError as error:
             call.record(got, "connection", None, repr(error))
             return openai_error(502, f"soak proxy: upstream unreachable: {error!r}", "upstream_unreachable")
-        if upstream.status_code >= 400:
-            text = (await upstream.aread()).decode(errors="replace")
-            await upstream.aclose()
-            call.record(got, status_of_http(upstream.status_code, text), upstream.status_code, text)
-            return Response(text, upstream.status_code, media_type="application/json")
-        media = upstream.headers.get("content-type", "application/json")
+        if upstream.status >= 400:
+            with contextlib.closing(upstream):
+                reply = await upstream.read()
+            text = reply.decode(errors="replace")
+            call.record(got, status_of_http(upstream.status, text), upstream.status, text)
+            return web.Response(body=reply, status=upstream.status, content_type="application/json")
+        media = upstream.headers.get("Content-Type", "application/json")
         if "text/event-stream" in media:
-            return StreamingResponse(call.relay(upstream, got), upstream.status_code, media_type=media)
+            return await call.relay(request, upstream, got, media)
         return await call.whole(upstream, got, media)
 
 
@@ -227,66 +246,82 @@ class ProxiedCall:
         self.proxy, self.attempt, self.payload, self.index = proxy, attempt, payload, index
         self.stale_seconds = proxy.budgets.stale_seconds
 
-    async def relay(self, upstream: httpx2.Response, got: Reply) -> AsyncIterator[bytes]:
+    async def relay(self, request: web.Request, upstream: aiohttp.ClientResponse, got: Reply,
+                    media: str) -> web.StreamResponse:
+        response = web.StreamResponse(status=upstream.status, headers={"Content-Type": media})
         status: CallStatus = "ok"
-        error, pending = "", b""
-        chunks = upstream.aiter_raw()
+        error, pending, cut = "", b"", False
+        read = upstream.content.readany
         try:
+            await response.prepare(request)
             while True:
-                try:
-                    async with asyncio.timeout(self.stale_seconds):
-                        chunk = await anext(chunks)
-                except StopAsyncIteration:
+                async with asyncio.timeout(self.stale_seconds):
+                    chunk = await read()
+                if not chunk:
                     break
                 now = time.perf_counter()
                 if got.first_byte is None:
                     got.first_byte = now
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._parse(line, got, now)
-                yield chunk
-            if got.finish is None and status == "ok":
+                if b"\n" in chunk:
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    self._parse(lines, got, now)
+                else:
+                    pending += chunk
+                await response.write(chunk)
+            if got.finish is None:
                 status, error = "truncated", "stream ended without finish_reason"
         except TimeoutError:
-            status, error = "stalled", f"no byte for {self.stale_seconds:g} s"
-            raise
-        except asyncio.CancelledError:
+            status, error, cut = "stalled", f"no byte for {self.stale_seconds:g} s", True
+        except aiohttp.ClientError as failure:
+            status, error, cut = "truncated", f"stream cut: {failure!r}", True
+        except (asyncio.CancelledError, ConnectionResetError):
             # An agent may hang up once it has the finish chunk; only a reply it did not wait for is cancelled.
             if got.finish is None:
                 status, error = "cancelled", "the agent closed the connection"
             raise
-        except httpx2.HTTPError as failure:
-            status, error = "truncated", f"stream cut: {failure!r}"
-            raise
         finally:
-            await upstream.aclose()
-            self.record(got, status, upstream.status_code, error)
+            upstream.close()
+            self.record(got, status, upstream.status, error)
+        if cut and request.transport is not None:
+            # Cut the agent's stream too (no closing chunk), so a part of a reply never reads as all of it.
+            request.transport.close()
+        return response
 
-    def _parse(self, line: bytes, got: Reply, now: float) -> None:
-        text = line.decode(errors="replace").strip()
-        if not text.startswith("data:") or (data := text[5:].strip()) == "[DONE]":
+    def _parse(self, lines: list[bytes], got: Reply, now: float) -> None:
+        """The events of the lines completed by one read, decoded as one JSON array (half the CPU of a `json.loads`
+        per line); a batch with a bad line is decoded line by line."""
+        payloads = []
+        for line in lines:
+            line = line.strip()
+            if line.startswith(b"data:") and (data := line[5:].strip()) and data != b"[DONE]":
+                payloads.append(data)
+        if not payloads:
             return
+        try:
+            events = json.loads(b"[" + b",".join(payloads) + b"]")
+        except ValueError:
+            events = [loaded(data) for data in payloads]
         # The agent gets the bytes as they were; the row shows what could be read.
-        with contextlib.suppress(ValueError):
-            got.event(dict_or_fail(json.loads(data)), now)
+        for event in events:
+            with contextlib.suppress(ValueError):
+                got.event(dict_or_fail(event), now)
 
-    async def whole(self, upstream: httpx2.Response, got: Reply, media: str) -> Response:
+    async def whole(self, upstream: aiohttp.ClientResponse, got: Reply, media: str) -> web.Response:
         status: CallStatus = "ok"
         error = ""
         try:
             async with asyncio.timeout(self.stale_seconds):
-                body = await upstream.aread()
+                body = await upstream.read()
         except TimeoutError:
-            await upstream.aclose()
+            upstream.close()
             self.record(got, "stalled", None, f"no byte for {self.stale_seconds:g} s")
             return openai_error(504, f"soak proxy: no reply within {self.stale_seconds:g} s", "stalled")
         try:
             got.completion(dict_or_fail(json.loads(body)))
         except ValueError as failure:
             status, error = "bad_response", f"unreadable reply: {failure}"
-        self.record(got, status, upstream.status_code, error)
-        return Response(body, upstream.status_code, media_type=media)
+        self.record(got, status, upstream.status, error)
+        return web.Response(body=body, status=upstream.status, headers={"Content-Type": media})
 
     def record(self, got: Reply, status: CallStatus, http_status: int | None, error: str) -> None:
         attempt, payload = self.attempt, self.payload
