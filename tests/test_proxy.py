@@ -280,3 +280,18 @@ def test_the_unix_socket_serves_the_same_routes():
         assert reply.status_code == 200 and reply.content == WHOLE and len(rig.rows) == 1
 
     run(upstream, test)
+
+
+def test_the_agents_connections_have_nagle_off():
+    """Without TCP_NODELAY each reply's body waits ~40 ms in the kernel for the agent's delayed ACK."""
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        assert (await rig.post(STREAM)).status_code == 200  # the client keeps its connection alive
+        assert rig.proxy.runner is not None and rig.proxy.runner.server is not None
+        [connection] = rig.proxy.runner.server.connections
+        assert connection.transport is not None
+        agent_socket = connection.transport.get_extra_info("socket")
+        assert agent_socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+
+    run(upstream, test)

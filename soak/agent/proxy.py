@@ -146,6 +146,8 @@ class RecordingProxy:
     async def start(self) -> None:
         """Listen on a free loopback port and on a unix socket (in this event loop) until `stop`; a jail without
         a network reaches the socket through `soak.agent.bridge`."""
+        # TCP_NODELAY on every agent connection (asyncio sets it on IPPROTO_TCP sockets, aiohttp on each one):
+        # without it every reply's body waits ~40 ms in the kernel for the client's delayed ACK of the headers.
         tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind(("127.0.0.1", 0))
@@ -162,9 +164,8 @@ class RecordingProxy:
             connector=aiohttp.TCPConnector(limit=0),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.endpoint.connect_timeout_seconds),
         )
-        # aiohttp sets TCP_NODELAY on every connection: without it each reply's body would wait ~40 ms in the
-        # kernel for the agent's delayed ACK of the headers (Nagle). An agent that hangs up cancels its handler;
-        # a call still in flight when the night closes the proxy gets 5 s to end, not aiohttp's 60.
+        # An agent that hangs up cancels its handler; a call still in flight when the night closes the proxy gets
+        # 5 s to end, not aiohttp's 60.
         self.runner = web.AppRunner(self.app, handle_signals=False, access_log=None, handler_cancellation=True,
                                     shutdown_timeout=5)
         await self.runner.setup()
