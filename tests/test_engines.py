@@ -408,12 +408,16 @@ def llama_cpp_python(tmp_path):
         unavailable(f"llama.cpp cannot be set up here (pip install -e '.[local]'): {setup.stderr.strip()[-300:]}")
 
 
-def write_bait_task(folder: Path, outside: Path) -> None:
-    """A valid task whose prompt asks for the file at an absolute path outside any workspace."""
+BAIT_PATH = "../../greeting.py"
+"""Relative-looking, so the tiny model copies it as given (an absolute one it made relative), and outside."""
+
+
+def write_bait_task(folder: Path) -> None:
+    """A valid task whose prompt asks for the file at a path that climbs out of the workspace."""
     folder.mkdir(parents=True)
     (folder / "task.toml").write_text('id = "bait"\ntitle = "Greeting saved elsewhere"\ndifficulty = "easy"\n')
     (folder / "prompt.md").write_text(f"Write `greet(name)` returning 'Hello, <name>!'. Call write_file with "
-                                      f'path "{outside}" and the code as content.\n')
+                                      f'path "{BAIT_PATH}" and the code as content.\n')
     (folder / "reference.py").write_text("def greet(name):\n    return f'Hello, {name}!'\n")
     (folder / "test_solution.py").write_text("from solution import greet\n\n\ndef test_greet():\n"
                                              "    assert greet('Ada') == 'Hello, Ada!'\n")
@@ -440,11 +444,10 @@ def written_paths(folder: Path) -> list[str]:
 class TestLlamacpp:
     def test_embedded_default_short_run(self, llama_cpp_python, tmp_path):
         # Two builtin tasks, and bait: a task that names a file outside the workspace, which the tiny model copies.
-        suite, outside = tmp_path / "suite", Path("/tmp/soak-bait/greeting.py")
-        shutil.rmtree(outside.parent, ignore_errors=True)
+        suite = tmp_path / "suite"
         for task_id in ("word-frequency", "slugify"):
             shutil.copytree(builtin_tasks_dir() / task_id, suite / task_id)
-        write_bait_task(suite / "bait", outside)
+        write_bait_task(suite / "bait")
         # No endpoint: the embedded default serves both roles.
         # Up to four coder calls per delegation: each one that writes some other file is asked again.
         budgets = BUDGETS.replace("max_coder_turns = 2", "max_coder_turns = 4")
@@ -459,7 +462,7 @@ class TestLlamacpp:
         calls = rows(folder / "calls.csv")
         assert calls and all(c["stream"] == "False" for c in calls)
         # Named tool_choice: the tiny model really calls the tools, and asks for paths outside the workspace
-        # (the bait's, and junk ones like /tmp/test_file.txt): each one is refused and recorded.
+        # (the bait's): each one is refused and recorded.
         verdicts = Counter(c["integrity"] for c in calls)
         assert verdicts["ok"] and verdicts["path_escape"], verdicts
         assert all(c["status"] in ("ok", "cancelled") for c in calls), [(c["status"], c["error"]) for c in calls]
@@ -470,10 +473,11 @@ class TestLlamacpp:
         # A busy llama-cpp-python is not a dead one: long completions must not trip the health watchdog.
         assert not {"health_fail", "down", "restart"} & set(kinds), kinds
         escaping = [path for path in written_paths(folder) if path_escapes(path)]
-        for path in escaping:
-            target = Path(path).expanduser()
-            assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
-        assert not outside.parent.exists()
+        assert BAIT_PATH in escaping, escaping
+        for workspace in folder.rglob("workspace"):
+            for path in escaping:
+                target = (workspace / Path(path).expanduser()).resolve()
+                assert not target.exists() or target.stat().st_mtime < started, f"{path} was written outside"
         port = int(info["stack"]["settings"]["port"])
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
