@@ -1,15 +1,16 @@
 """The embedded default's speed: real `soak run` nights with today's server settings and with the new ones.
 
 Each night is `soak run --tasks N --seed S` with no endpoint configured, so soak starts its embedded llama-cpp-python
-server with the bundled SmolLM2-135M model for both roles, exactly as a new user's first run does. The only
-difference between the variants is `soak.stack.servers.embedded_tuning` and `EMBEDDED_MAX_TOKENS`: "before" is
-what soak did before (no tuning: llama-cpp-python's own defaults for threads, batch, logits and cache; a 768-token
-cap), "server" the current server settings with the old cap, "after" everything current. Nights rotate (before,
-server, after, then reversed, ...) so machine noise from other work hits all alike,
-and every night runs the same tasks in the same order (same suite and seed). Prints, per variant: calls per
-minute of the run's wall time (server start included), median call seconds, prompt tokens per call (what the
-conversation holds) and evaluated prompt tokens per call (what the server really computed, from its log), then
-the ratios of calls per minute. Load averages before and after.
+server with the bundled SmolLM2-135M model for both roles, exactly as a new user's first run does. The variants
+differ only in `soak.stack.servers.embedded_tuning`, `EMBEDDED_MAX_TOKENS` and the chat format: "before" is what
+soak did before (no tuning: llama-cpp-python's own defaults for threads, batch, logits and cache; a 768-token cap;
+its `chatml-function-calling` format), "server" the current server settings with the old cap and format, "after"
+everything current (soak's own chat format, `soak.stack.embedded_chat`, and a 384-token cap). Nights rotate
+(before, server, after, then reversed, ...) so machine noise from other work hits all alike, and every night runs
+the same tasks in the same order (same suite and seed). Prints, per variant: calls and attempts per minute of the
+run's wall time (server start included), median call seconds, prompt tokens per call (what the conversation
+holds) and evaluated prompt tokens per call (what the server really computed, from its log), then the ratios to
+"before". Load averages before and after.
 
     .venv/bin/python bench/embedded_default.py [--tasks 4] [--rounds 2] [--seed 0] [--keep]
     .venv/bin/python bench/embedded_default.py --smoke      # one task per variant, one round: the CI check
@@ -35,6 +36,7 @@ if sys.argv[1] == "before":
     servers.embedded_tuning = lambda: {}
 if sys.argv[1] in ("before", "server"):
     servers.EMBEDDED_MAX_TOKENS = 768
+    servers.CHAT_FORMAT, servers.EMBEDDED_SERVER = "chatml-function-calling", "llama_cpp.server"
 from soak.cli import main
 sys.argv = ["soak", *sys.argv[2:]]
 main()
@@ -80,6 +82,7 @@ def summary(nights: list[dict]) -> dict:
     return {
         "nights": len(nights), "attempts": sum(n["attempts"] for n in nights), "calls": calls, "wall_s": wall,
         "calls_per_min": calls / (wall / 60) if wall else 0.0,
+        "attempts_per_min": sum(n["attempts"] for n in nights) / (wall / 60) if wall else 0.0,
         "median_call_s": statistics.median(durations) if durations else 0.0,
         "prompt_tokens_per_call": statistics.mean(prompts) if prompts else 0.0,
         "evaluated_tokens_per_call": sum(evaluated) / len(evaluated) if evaluated else 0.0,
@@ -119,15 +122,17 @@ def main() -> None:
     tuned = {k: v for k, v in last[0]["settings"].items() if k not in ("model", "port")} if last else {}
     print(f"\n{args.tasks} tasks x {args.rounds} rounds per variant, seed {args.seed}, {os.cpu_count()} cores")
     print(f"{'variant':>8} {'nights':>6} {'attempts':>8} {'calls':>5} {'wall s':>7} {'calls/min':>9} "
-          f"{'median call s':>13} {'prompt tok/call':>15} {'evaluated tok/call':>18}")
+          f"{'attempts/min':>12} {'median call s':>13} {'prompt tok/call':>15} {'evaluated tok/call':>18}")
     for variant, f in figures.items():
         print(f"{variant:>8} {f['nights']:6d} {f['attempts']:8d} {f['calls']:5d} {f['wall_s']:7.1f} "
-              f"{f['calls_per_min']:9.2f} {f['median_call_s']:13.2f} {f['prompt_tokens_per_call']:15.0f} "
-              f"{f['evaluated_tokens_per_call']:18.0f}")
-    before = figures["before"]["calls_per_min"]
-    for variant in VARIANTS[1:]:
-        now = figures[variant]["calls_per_min"]
-        print(f"ratio ({variant} / before calls per minute): {now / before if before else float('nan'):.2f}")
+              f"{f['calls_per_min']:9.2f} {f['attempts_per_min']:12.2f} {f['median_call_s']:13.2f} "
+              f"{f['prompt_tokens_per_call']:15.0f} {f['evaluated_tokens_per_call']:18.0f}")
+    for measure in ("calls_per_min", "attempts_per_min"):
+        before = figures["before"][measure]
+        for variant in VARIANTS[1:]:
+            now = figures[variant][measure]
+            print(f"ratio ({variant} / before, {measure.replace('_per_min', ' per minute')}): "
+                  f"{now / before if before else float('nan'):.2f}")
     print(f"load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if tuned:
