@@ -11,13 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from soak.config import Gates, SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
-from soak.record.schema import HIT_COUNTERS, GateRecord
+from soak.record.schema import HIT_COUNTERS, GateMeasure, GateRecord
 from soak.stack.telemetry import fetch_server_metrics
 
 WORDS = [
@@ -30,14 +28,7 @@ class ProbeFailed(Exception):
     """A probe call did not succeed; the gate fails with this reason rather than passing silently."""
 
 
-class GateResult(BaseModel):
-    name: str
-    measured: float | None
-    threshold: float
-    unit: str
-    higher_is_better: bool = True
-    detail: str = ""
-
+class GateResult(GateMeasure):
     @property
     def passed(self) -> bool:
         if self.measured is None:

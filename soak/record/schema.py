@@ -231,8 +231,8 @@ SweepStatus = Literal["pending", "running", "done", "stack_down", "stopped"]
 limit; stack_down: its servers never came up (skipped); stopped: its night ended early (error budget)."""
 
 
-class GateRecord(BaseModel):
-    """One gate's result as `soak gate --output` writes it."""
+class GateMeasure(BaseModel):
+    """What one gate measured against its threshold (soak.decisions.gate judges it)."""
 
     name: str
     measured: float | None
@@ -240,6 +240,11 @@ class GateRecord(BaseModel):
     unit: str
     higher_is_better: bool = True
     detail: str = ""
+
+
+class GateRecord(GateMeasure):
+    """One gate's result as `soak gate --output` and sweep.json keep it."""
+
     passed: bool
 
 
