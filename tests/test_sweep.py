@@ -185,7 +185,7 @@ def test_the_sweep_recommends_the_clean_stack_over_a_faster_one_that_mangles_too
     assert "of its tool calls broken" in rows["spec-ngram"]["reason"] and "mangled_name" in rows["spec-ngram"]["reason"]
     assert rows["spec-ngram"]["spec"] and not rows["clean"]["spec"]  # acceptance per draft position, from /metrics
     assert all(g["passed"] for g in rows["clean"]["gates"]) and rows["clean"]["gates"][0]["name"] == "prefix-twin"
-    assert "never came up" in rows["no-server"]["reason"]
+    assert "never came up (server sim exited with code 3 before it was healthy" in rows["no-server"]["reason"]
     html = (tmp_path / "reports" / "mangle" / "index.html").read_text()
     assert "Recommendation: clean" in html and "of its tool calls broken" in html
 

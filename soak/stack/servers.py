@@ -103,9 +103,12 @@ class ManagedServer:
         self.launch()
         self.emit("server_start", self.spec.name, f"pid {self.pid}")
         if not await self.wait_ready(self.spec.start_timeout_seconds):
-            tail = self.log_tail()
+            tail = self.log_tail() or "(its log is empty)"
+            exited = self.process.poll() if self.process else None
             self.stop()
-            raise BadInput(f"server {self.spec.name} not healthy after {self.spec.start_timeout_seconds:.0f} s: {tail}")
+            why = (f"exited with code {exited} before it was healthy" if exited is not None
+                   else f"not healthy after {self.spec.start_timeout_seconds:.0f} s")
+            raise BadInput(f"server {self.spec.name} {why}: {tail}")
         self.up = True
         self.emit("server_ready", self.spec.name, f"pid {self.pid}")
 
