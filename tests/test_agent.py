@@ -305,6 +305,10 @@ def test_path_escape_writes_nothing_outside(task: TaskSpec, tmp_path: Path):
     assert row.outcome == "pass" and row.mangled_tool_calls == 2
     assert [c.integrity for c in result.calls].count("path_escape") == 2
     assert not outside.exists() and not (result.workdir / "escaped.py").exists()
+    # The transcript keeps each tool call's verdict, which the report shows as the loop judged it.
+    lines = [json.loads(line) for line in (result.workdir / "transcript.jsonl").read_text().splitlines()]
+    recorded = [v for line in lines for v in (line.get("verdicts") or {}).values()]
+    assert recorded == ["ok", "path_escape", "path_escape", "ok"]
     assert_script_served(result, lead, coder)
 
 

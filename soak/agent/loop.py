@@ -22,7 +22,7 @@ from soak.config import Budgets
 from soak.llm.client import CallContext, CallResult, ChatModel, Role
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.reply import counted_tokens
-from soak.record.schema import CallRow, Outcome, TaskRow
+from soak.record.schema import CallRow, Integrity, Outcome, TaskRow
 from soak.sandbox.judge import Verdict, tail
 from soak.sandbox.judge import judge as judge_solution
 from soak.tasks.spec import TaskSpec
@@ -287,14 +287,12 @@ class _TaskLoop:
         while True:
             self.thread = "orchestrator"
             owed = None if delegated or refused else "delegate"
-            result = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
+            result, verdicts = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
                 if not self.entry.is_file():
                     self._fallback(result.content)
                 return
-            required = required_params(ORCHESTRATOR_TOOLS)
-            for call in result.tool_calls:
-                verdict = judge_call(call, required)
+            for call, verdict in zip(result.tool_calls, verdicts, strict=True):
                 if verdict == "ok":
                     self.delegations += 1
                     delegated = True
@@ -315,16 +313,14 @@ class _TaskLoop:
         """A coder turn: tool calls until it answers without one (or runs out of turns); returns its report."""
         written: list[str] = []
         refused = False
-        required = required_params(CODER_TOOLS)
         for _ in range(self.budgets.max_coder_turns):
             owed = None if self.task.entry in written or refused else "write_file"
-            result = await self._call(self.coder, messages, CODER_TOOLS, "coder", owed)
+            result, verdicts = await self._call(self.coder, messages, CODER_TOOLS, "coder", owed)
             if not result.tool_calls:
                 if self.task.entry not in written and self._fallback(result.content):
                     written.append(self.task.entry)
                 return self._report(written, result.content)
-            for call in result.tool_calls:
-                verdict = judge_call(call, required)
+            for call, verdict in zip(result.tool_calls, verdicts, strict=True):
                 if verdict == "ok":
                     reply, path = run_file_tool(call, self.workspace)
                     written += [path] if path else []
@@ -352,7 +348,9 @@ class _TaskLoop:
     async def _call(
         self, model: ChatModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]], role: Role,
         owed_tool: str | None,
-    ) -> CallResult:
+    ) -> tuple[CallResult, list[Integrity]]:
+        """One call; its answer joins the conversation and the transcript, which keeps each tool call's verdict
+        against `tools` (`verdicts`, by call id) for the report."""
         if self.calls >= self.max_calls:
             raise CallCap(f"call cap of {self.max_calls} calls reached")
         self.calls += 1
@@ -366,10 +364,14 @@ class _TaskLoop:
         if not result.ok:
             raise InfraFailure(f"{role} call failed after {len(result.rows)} attempt(s): {result.error}", result.status)
         messages.append(result.message())
-        self._log(result.message(raw=True))
+        required = required_params(tools)
+        verdicts = [judge_call(call, required) for call in result.tool_calls]
+        said = result.message(raw=True)
+        self._log({**said, "verdicts": {call.id: v for call, v in zip(result.tool_calls, verdicts, strict=True)}}
+                  if verdicts else said)
         if self.completion_tokens >= self.budgets.max_completion_tokens:
             raise TokenCap(token_cap_detail(self.budgets.max_completion_tokens, self.estimated_tokens))
-        return result
+        return result, verdicts
 
     def _record(self, row: CallRow) -> None:
         self.rows.append(row)

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.agent.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS
-from soak.llm.integrity import ToolCall, judge_call, required_params
+from soak.llm.integrity import ToolCall
 
 MESSAGE_CHARS = 20_000
 """Longest message body shown; the rest is in the raw file."""
@@ -22,7 +21,6 @@ SUMMARY = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xp
                      r"(?:, )?)+) in [\d.]+s", re.M)
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 FED_BACK = re.compile(r"^The tests failed \((\d+)/(\d+) passed")
-REQUIRED = {"orchestrator": required_params(ORCHESTRATOR_TOOLS), "coder": required_params(CODER_TOOLS)}
 NEAR_IDENTICAL = 0.95
 
 
@@ -163,14 +161,11 @@ class Transcript:
     """Round -> the user message that opened it after a failed round (the error the model was shown)."""
 
 
-def judge(thread: str, call: ToolCall) -> tuple[str, str]:
-    """(verdict, refused path) of one tool call, judged as the loop judged it against that thread's tools."""
-    required = REQUIRED["orchestrator" if thread == "orchestrator" else "coder"]
-    verdict = judge_call(call, required)
-    path = ""
-    if verdict == "path_escape":
-        path = str((call.args() or {}).get("path", ""))
-    return verdict, path
+def verdict_of(call: ToolCall, recorded: dict[str, Any], row: dict[str, Any] | None) -> tuple[str, str]:
+    """(verdict, refused path) of one tool call as the loop judged it: recorded in the transcript, else (older
+    transcripts) its call's worst verdict from calls.csv, exact for the usual one tool call per answer."""
+    verdict = str(recorded.get(call.id) or (row or {}).get("integrity") or "?")
+    return verdict, str((call.args() or {}).get("path", "")) if verdict == "path_escape" else ""
 
 
 def text_of(value: Any) -> str:
@@ -214,12 +209,13 @@ def read_transcript(path: Path, calls: list[dict[str, Any]], limit: int = TRANSC
                     known = (message.call or {}).get("reasoning_tokens")
                     message.reasoning_tokens = f"{int(known)}" if isinstance(known, int | float) and known == known \
                         else f"≈{len(message.reasoning.split())}"
+                recorded = raw.get("verdicts") if isinstance(raw.get("verdicts"), dict) else {}
                 for item in raw.get("tool_calls") or []:
                     function = item.get("function") if isinstance(item, dict) else None
                     function = function if isinstance(function, dict) else {}
                     call = ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
                                     arguments=text_of(function.get("arguments")))
-                    verdict, refused = judge(thread, call)
+                    verdict, refused = verdict_of(call, recorded, message.call)
                     fields = call.args()
                     tool = Tool(call.id, call.name, call.arguments, verdict, fields, refused)
                     if verdict == "ok" and call.name == "write_file" and fields:

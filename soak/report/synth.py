@@ -215,13 +215,14 @@ def write_work(work: Path, problem: str, rounds: int, outcome: str, final_passed
                 f"{test_output(counts[r - 2], total, problem)}\nThe tests are correct, fix the code in solution.py.")})
         lines.append({"role": "assistant", "content": "", "thread": "orchestrator", "round": r, "tool_calls": [
             {"id": f"d{r}", "type": "function", "function": {"name": "delegate", "arguments": json.dumps(
-                {"instructions": f"Write solution.py for {problem}."})}}]})
+                {"instructions": f"Write solution.py for {problem}."})}}], "verdicts": {f"d{r}": "ok"}})
         lines += [{"role": "system", "content": "You write code.", "thread": coder, "round": r},
                   {"role": "user", "content": f"Write solution.py for {problem}.", "thread": coder, "round": r}]
         extra = broken if r == 1 else []
         for n, function in enumerate(extra):
             lines += [{"role": "assistant", "content": None, "thread": coder, "round": r,
-                       "tool_calls": [{"id": f"b{n}", "type": "function", "function": function}]},
+                       "tool_calls": [{"id": f"b{n}", "type": "function", "function": function}],
+                       "verdicts": {f"b{n}": "bad_json" if function["arguments"] else "mangled_name"}},
                       {"role": "tool", "tool_call_id": f"b{n}", "thread": coder, "round": r,
                        "content": "error: there is no tool named that; the tools are write_file(path, content)"}]
         writes = 120 if long else 1
@@ -229,7 +230,8 @@ def write_work(work: Path, problem: str, rounds: int, outcome: str, final_passed
             lines += [{"role": "assistant", "content": "", "thread": coder, "round": r,
                        "reasoning": "Let me think about the edge cases. " * (400 if long else 30),
                        "tool_calls": [{"id": f"w{r}-{w}", "type": "function", "function": {
-                           "name": "write_file", "arguments": json.dumps({"path": "solution.py", "content": code})}}]},
+                           "name": "write_file", "arguments": json.dumps({"path": "solution.py", "content": code})}}],
+                       "verdicts": {f"w{r}-{w}": "ok"}},
                       {"role": "tool", "tool_call_id": f"w{r}-{w}", "thread": coder, "round": r,
                        "content": f"wrote solution.py ({len(code)} characters)"}]
         lines += [{"role": "assistant", "content": "I wrote `solution.py`.", "thread": coder, "round": r},
