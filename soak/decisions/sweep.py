@@ -8,12 +8,11 @@ configuration's successful calls (what speculative decoding and engines change);
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
 from soak.paths import data_dir
-from soak.record.read import load_run
+from soak.record.read import RunRecord, load_run
 from soak.record.schema import MODEL_OUTCOMES, GateRecord, SweepEntry, SweepInfo
 
 Z = 1.959964
@@ -82,13 +81,11 @@ class Standing:
         return f"{self.broken_calls} of {self.tool_calls}" + (f": {kinds}" if kinds else "")
 
 
-def standing(entry: SweepEntry, root: Path | None = None) -> Standing:
-    """The figures of one configuration, read from its run folder (none yet: only its status)."""
+def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
+    """The figures of one configuration from its run (None, not started: only its status)."""
     found = Standing(entry.name, entry.run_id, entry.status, entry.detail, gates=list(entry.gate_results))
-    folder = (root or data_dir()) / entry.run_id
-    if not (folder / "run.json").is_file():
+    if run is None:
         return found
-    run = load_run(folder)
     judged = run.tasks[run.tasks["outcome"].isin(MODEL_OUTCOMES)]
     found.passes, found.attempts = int((judged["outcome"] == "pass").sum()), len(judged)
     calls = run.calls
@@ -101,8 +98,15 @@ def standing(entry: SweepEntry, root: Path | None = None) -> Standing:
     return found
 
 
-def standings(info: SweepInfo, root: Path | None = None) -> list[Standing]:
-    return [standing(entry, root) for entry in info.configurations]
+def sweep_runs(info: SweepInfo) -> dict[str, RunRecord]:
+    """The configurations' runs that exist so far, by run id (one read each, shared by standings and report)."""
+    folders = {entry.run_id: data_dir() / entry.run_id for entry in info.configurations}
+    return {run_id: load_run(folder) for run_id, folder in folders.items() if (folder / "run.json").is_file()}
+
+
+def standings(info: SweepInfo, runs: dict[str, RunRecord] | None = None) -> list[Standing]:
+    runs = sweep_runs(info) if runs is None else runs
+    return [standing(entry, runs.get(entry.run_id)) for entry in info.configurations]
 
 
 def gate_text(gate: GateRecord) -> str:

@@ -10,10 +10,10 @@ from typing import Any
 
 import jinja2
 
-from soak.decisions.sweep import Recommendation, Standing, recommend, standings
+from soak.decisions.sweep import Recommendation, Standing, recommend, standings, sweep_runs
 from soak.files import write_atomic
-from soak.paths import data_dir, reports_dir
-from soak.record.read import load_run, load_sweep
+from soak.paths import reports_dir
+from soak.record.read import RunRecord, load_run, load_sweep
 from soak.record.summary import span_text
 from soak.report import pages, revision
 from soak.report.aggregate import jsonable
@@ -68,18 +68,21 @@ def render_sweep(ref: str | Path, out: Path | None, *, k: float = 3.0) -> Path:
     """A sweep (soak.night.sweep): its configurations' runs compared, with the recommendation on top; default
     output reports/<sweep_id>/."""
     _, info = load_sweep(ref)
-    found = standings(info)
-    ran = [data_dir() / e.run_id for e in info.configurations if (data_dir() / e.run_id / "tasks.csv").is_file()]
-    return render_report(ran, out or reports_dir() / info.sweep_id, k=k, sweep=(found, recommend(found)),
-                         title=f"sweep {info.sweep_id}")
+    runs = sweep_runs(info)
+    found = standings(info, runs)
+    return render_runs(list(runs.values()), out or reports_dir() / info.sweep_id, k=k,
+                       sweep=(found, recommend(found)), title=f"sweep {info.sweep_id}")
 
 
-def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0,
-                  sweep: tuple[list[Standing], Recommendation] | None = None, title: str | None = None) -> Path:
+def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
     """Render the runs (one, or several for a comparison) into `out`: a folder (returns its index.html) or, for a
-    name ending in .html, one file; summary.json goes beside index.html or the file. `sweep` adds its standings
-    and recommendation."""
-    runs = [load_run(Path(d)) for d in run_dirs]
+    name ending in .html, one file; summary.json goes beside index.html or the file."""
+    return render_runs([load_run(Path(d)) for d in run_dirs], out, k=k)
+
+
+def render_runs(runs: list[RunRecord], out: Path, *, k: float = 3.0,
+                sweep: tuple[list[Standing], Recommendation] | None = None, title: str | None = None) -> Path:
+    """`render_report` of runs already read; `sweep` adds a sweep's standings and recommendation."""
     out = Path(out)
     folder = None if single_file(out) else out
     page = out if folder is None else folder / "index.html"
