@@ -102,6 +102,17 @@ def test_stream_timing_usage_and_reasoning():
     assert seen[0]["reasoning_effort"] == "low" and seen[0]["max_tokens"] == 2048
 
 
+def test_a_reply_that_arrives_in_one_bundled_chunk_has_no_decode_rate():
+    """A tool call whose name swallowed its 300-token arguments arrives whole after the model decoded them: the few
+    milliseconds between its chunks are not a decode rate (it would read as tens of thousands of tokens/s)."""
+    whole = {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": 'write_file(path="a.py")', "arguments": ""}}]}
+    rest = {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}
+    ep, _ = endpoint_with([sse(chunk(whole), chunk(rest, finish="tool_calls"),
+                               chunk(usage={**USAGE, "completion_tokens": 300}), delay=0.01)])
+    row = run(ep.chat([{"role": "user", "content": "hi"}])).rows[0]
+    assert row.completion_tokens == 300 and row.ttft_s is not None and row.decode_tps is None
+
+
 def test_missing_usage_is_unknown_not_zero():
     ep, _ = endpoint_with([sse(chunk({"content": "a"}), chunk({"content": "b"}, finish="stop"))])
     row = run(ep.chat([{"role": "user", "content": "hi"}])).rows[0]

@@ -56,6 +56,13 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+MAX_TOKENS_PER_CHUNK = 16
+"""A stream whose tokens came in fewer chunks than tokens / this (a tool call whose name swallowed its arguments
+and arrived whole, a server or proxy that buffers) gives no decode rate from the client's clock: the time between
+its few chunks is not decoding. Streams send 1 token a chunk (vLLM, llama.cpp), up to k+1 with speculative
+decoding."""
+
+
 class Reply:
     """Accumulates one attempt's reply from SSE events or a whole completion (plain JSON), with timestamps."""
 
@@ -65,6 +72,8 @@ class Reply:
         self.first_byte: float | None = None
         self.first_token: float | None = None
         self.last_token: float | None = None
+        self.token_chunks = 0
+        """Stream chunks that carried generated text or tool-call parts."""
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.slots: dict[int, dict[str, str]] = {}
@@ -109,6 +118,7 @@ class Reply:
             if self.first_token is None:
                 self.first_token = now
             self.last_token = now
+            self.token_chunks += 1
         if choice.get("finish_reason"):
             self.finish = str(choice["finish_reason"])
 
@@ -180,7 +190,8 @@ class Reply:
 
         decode_tps = self.server_tps
         tokens, first, last = usage["completion_tokens"], self.first_token, self.last_token
-        if tokens and tokens > 1 and first is not None and last is not None and last > first:
+        spread = bool(tokens) and self.token_chunks >= max(3, tokens / MAX_TOKENS_PER_CHUNK)
+        if spread and first is not None and last is not None and last > first:
             decode_tps = (tokens - 1) / (last - first)
         return CallRow(
             run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, attempt=attempt, role=role,
