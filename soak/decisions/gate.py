@@ -40,10 +40,9 @@ class GateResult(GateMeasure):
         return GateRecord(**self.model_dump(), passed=self.passed)
 
     def line(self) -> str:
-        shown = "not measured" if self.measured is None else f"{self.measured:,.3g} {self.unit}"
-        op = ">=" if self.higher_is_better else "<="
         verdict = "PASS" if self.passed else "FAIL"
-        return f"{verdict}  {self.name:<14} {shown:<22} (threshold {op} {self.threshold:g} {self.unit})  {self.detail}"
+        return (f"{verdict}  {self.name:<14} {self.measured_text():<22} ({self.threshold_text()} {self.unit})  "
+                f"{self.detail}")
 
 
 def filler(words: int, seed: str) -> str:

@@ -110,8 +110,7 @@ def standings(info: SweepInfo, runs: dict[str, RunRecord] | None = None) -> list
 
 
 def gate_text(gate: GateRecord) -> str:
-    shown = "not measured" if gate.measured is None else f"{gate.measured:,.3g} {gate.unit}"
-    return f"{gate.name} {shown} (threshold {'>=' if gate.higher_is_better else '<='} {gate.threshold:g})"
+    return f"{gate.name} {gate.measured_text()} ({gate.threshold_text()})"
 
 
 def disqualified(s: Standing) -> str:

@@ -241,6 +241,12 @@ class GateMeasure(BaseModel):
     higher_is_better: bool = True
     detail: str = ""
 
+    def measured_text(self) -> str:
+        return "not measured" if self.measured is None else f"{self.measured:,.3g} {self.unit}"
+
+    def threshold_text(self) -> str:
+        return f"threshold {'>=' if self.higher_is_better else '<='} {self.threshold:g}"
+
 
 class GateRecord(GateMeasure):
     """One gate's result as `soak gate --output` and sweep.json keep it."""
