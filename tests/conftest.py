@@ -10,8 +10,8 @@ from soak.sim.scenario import Scenario, Timing
 from soak.sim.server import SimServer
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import find_task
+from tests.helpers import EXERCISM_SUITE
 
-EXERCISM_FIXTURES = Path(__file__).parent / "fixtures" / "exercism"
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def fast_sim():
     def start(engine: str = "vllm", **scenario) -> tuple[SimServer, str]:
         timing = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
         server = SimServer(Scenario(timing=timing, **scenario), seed=3, engine=engine,
-                           suite=f"exercism:{EXERCISM_FIXTURES}")
+                           suite=EXERCISM_SUITE)
         servers.append(server)
         return server, server.start()
 

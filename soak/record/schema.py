@@ -1,6 +1,6 @@
 """The row models of every CSV and of run.json: the schema of a run folder, written once."""
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,8 @@ wrote anything) count against the stack."""
 
 Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
 """Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""
+MANGLED: frozenset[Integrity] = frozenset(get_args(Integrity)) - {"ok", "none"}
+"""The verdicts of a mangled tool call: the one definition of a broken call (counted, shown, gated)."""
 
 CallStatus = Literal[
     "ok", "stalled", "truncated", "connection", "http_5xx", "auth", "not_found", "context_window", "bad_request",

@@ -8,8 +8,9 @@ import pytest
 
 from soak.decisions.route import load_routing
 from soak.stack.servers import EMBEDDED_SERVER, free_port
+from tests.helpers import EXERCISM_SUITE
 
-SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+SUITE = EXERCISM_SUITE
 
 
 

@@ -20,6 +20,7 @@ from soak.night.sweep import plan_sweep
 from soak.record.read import load_run
 from soak.record.schema import GateRecord
 from soak.stack.servers import free_port
+from tests.helpers import REPO
 
 SOAK = [sys.executable, "-m", "soak.cli"]
 
@@ -249,7 +250,7 @@ def test_a_sweep_stopped_mid_way_resumes_at_the_configuration_and_attempt_where_
 
 def test_the_readme_sweep_files_plan(tmp_path, data_dir):
     """The README's two sweep files (llama.cpp vs vLLM, spec decode on/off) are valid and resolve as they say."""
-    blocks = re.findall(r"```toml\n(base = .*?)```", (Path(__file__).parents[1] / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```toml\n(base = .*?)```", (REPO / "README.md").read_text(), re.S)
     assert len(blocks) == 2
     (tmp_path / "soak.toml").write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:8000/v1"\n'
                                         'model = "qwen3-coder"\n')

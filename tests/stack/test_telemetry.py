@@ -9,6 +9,7 @@ import pytest
 
 from soak.stack.servers import free_port
 from soak.stack.telemetry import Monitor, Sampler, ServerMetricsSource, default_samplers, parse_server_metrics
+from tests.helpers import FIXTURES
 
 VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -46,7 +47,7 @@ def test_parse_vllm_keeps_series_sums_engines_and_maps_old_names():
     assert not any("created" in m or "time_to_first" in m for m, _ in parsed)
 
 
-REAL_LLAMA_SERVER = Path(__file__).parent / "fixtures" / "llama-server-b11434.metrics"
+REAL_LLAMA_SERVER = FIXTURES / "llama-server-b11434.metrics"
 """A scrape of llama.cpp build 11434 after two identical 32-token prompts (the second one 31 tokens cached)."""
 
 

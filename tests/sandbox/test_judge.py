@@ -19,8 +19,8 @@ from soak.sandbox.judge import Events, judge, read_events, sign
 from soak.sandbox.validate import always_equal_source, solution_names
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
+from tests.helpers import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 ATTACKS = FIXTURES / "tamper"
 HOST = sandbox.isolation_kind()
 FALLBACKS = [kind for kind in jail.ISOLATION_KINDS if kind != HOST and jail.works(kind)]

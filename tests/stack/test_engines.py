@@ -27,6 +27,7 @@ from soak.paths import builtin_tasks_dir
 from soak.record.schema import MODEL_OUTCOMES
 from soak.stack.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
 from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, free_port
+from tests.helpers import REPO
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -541,7 +542,7 @@ class TestLlamacpp:
 def test_the_embedded_default_bench_runs_as_a_smoke_check(tmp_path):
     """bench/embedded_default.py --smoke: one real night per variant on the embedded llama-cpp-python server. Its
     figures belong in BENCHMARKS.md; here only that every variant's night finishes and is measured."""
-    bench = Path(__file__).parents[1] / "bench" / "embedded_default.py"
+    bench = REPO / "bench" / "embedded_default.py"
     done = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=900,
                           cwd=tmp_path, env={**os.environ, "SOAK_CACHE_DIR": CACHE})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

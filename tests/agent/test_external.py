@@ -19,10 +19,11 @@ from soak.cli import main
 from soak.sandbox.judge import isolation_kind
 from soak.sim.scenario import Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
+from tests.helpers import EXERCISM_SUITE
 
 pytestmark = pytest.mark.slow
 
-SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+SUITE = EXERCISM_SUITE
 CACHE = os.environ.get("SOAK_CACHE_DIR") or "/tmp/soak-engine-cache"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 UPSTREAM_KEY = "sk-soak-upstream-" + uuid.uuid4().hex

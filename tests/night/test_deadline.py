@@ -19,8 +19,9 @@ from soak.record.folder import RunFolder
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, RunInfo, RunLimits, TaskRow
 from soak.tasks.spec import TaskSpec
+from tests.helpers import EXERCISM_SUITE
 
-SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+SUITE = EXERCISM_SUITE
 
 
 

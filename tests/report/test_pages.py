@@ -21,8 +21,9 @@ from soak.report.attempt import MESSAGE_CHARS
 from soak.report.pages import slug
 from soak.report.render import render_report
 from soak.report.synth import build_run
+from tests.helpers import EXERCISM_SUITE
 
-SUITE = f"exercism:{Path(__file__).parent / 'fixtures' / 'exercism'}"
+SUITE = EXERCISM_SUITE
 MARKER = "broken on purpose"
 """What the sim's coder writes into a wrong solution (soak.sim.reply.broken_variant)."""
 PAGE_LIMIT = 5 * 2**20

@@ -18,8 +18,9 @@ from soak.sandbox.jail import ResourceLimits
 from soak.sandbox.judge import judge
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import find_task
+from tests.helpers import REPO
 
-WORD_FREQUENCY = Path(__file__).resolve().parents[1] / "tasks" / "word-frequency"
+WORD_FREQUENCY = REPO / "tasks" / "word-frequency"
 KINDS = [kind for kind in jail.ISOLATION_KINDS if jail.works(kind)]
 NAMESPACED = sandbox.isolation_kind() != "session"
 

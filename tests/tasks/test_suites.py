@@ -12,12 +12,12 @@ from soak.tasks import exercism
 from soak.tasks.exercism import adapt_tests, to_snake
 from soak.tasks.spec import TaskSpec, load_task_dir
 from soak.tasks.suites import find_task, load_suites
+from tests.helpers import FIXTURES, REPO
 
-FIXTURES = Path(__file__).parent / "fixtures"
 KINDS = FIXTURES / "exercism" / "kinds"
 """One exercise of each kind the public track has that the importer must handle (kept apart from the
 two-exercise suite that the night tests run)."""
-EXAMPLE = Path(__file__).parents[1] / "tasks" / "word-frequency"
+EXAMPLE = REPO / "tasks" / "word-frequency"
 
 
 def test_builtin_bank_loads_with_unique_ids():

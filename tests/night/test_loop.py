@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from tests.helpers import REPO
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.lifecycle import run_state
 from soak.night.loop import Attempt, Runner, Schedule
@@ -490,7 +491,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, {tests!r})
-from test_runner import reference_judge
+from tests.night.test_loop import reference_judge
 
 from soak.config import SoakConfig
 from soak.night.wiring import run_night
@@ -516,7 +517,7 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
         update={"ttft_seconds": (0.0, 0.02)})})
     sim, url = start_subprocess(scenario, seed=5, suite=suite)
     child = tmp_path / "child.py"
-    child.write_text(CHILD.format(tests=str(Path(__file__).parent)))
+    child.write_text(CHILD.format(tests=str(REPO)))
     config = sim_config(url, suite, concurrency=4)
     folder, _ = folder_for(tmp_path, config, RunLimits(max_tasks=120))
     rng = random.Random(2024)

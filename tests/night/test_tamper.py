@@ -13,10 +13,11 @@ from soak.record.read import load_run, read_rows
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 from soak.sim.scenario import Scenario, Timing
 from soak.sim.server import SimServer
+from tests.helpers import FIXTURES
 
 pytestmark = pytest.mark.slow
 
-ATTACKS = Path(__file__).parent / "fixtures" / "tamper"
+ATTACKS = FIXTURES / "tamper"
 NIGHT_ATTACKS = ["hookwrapper", "atexit_exit", "patch_testreport", "always_equal", "exit_at_import", "mock_any"]
 TEST = """from solution import double
 
