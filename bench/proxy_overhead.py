@@ -27,7 +27,8 @@ from collections import Counter
 import httpx2
 import psutil
 
-from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.agent.attempt import Ledger
+from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import Budgets, Endpoint
 from soak.record.schema import CallRow
 from soak.sim.scenario import Scenario
@@ -55,15 +56,14 @@ async def serve_proxy(upstream: str) -> None:
         counts["ok"] += row.status == "ok" and row.ttft_s is not None and bool(row.completion_tokens)
 
     await proxy.start()
-    budget = AttemptBudget(run_id="bench", task_id="bench", cycle=0, max_calls=budgets.max_calls,
-                           max_completion_tokens=budgets.max_completion_tokens, on_call=on_call)
-    base_url, _ = proxy.open(budget)
+    ledger = Ledger(budgets.max_calls, budgets.max_completion_tokens, on_call)
+    base_url, _ = proxy.open(ProxiedAttempt(ledger, run_id="bench", task_id="bench", cycle=0))
     print(base_url, flush=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
     await proxy.stop()
-    print(json.dumps({**counts, "calls": budget.calls, "recorded": budget.totals.calls}), flush=True)
+    print(json.dumps({**counts, "calls": ledger.calls, "recorded": ledger.totals.calls}), flush=True)
 
 
 def start_proxy(upstream: str) -> tuple[subprocess.Popen, str]:

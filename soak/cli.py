@@ -86,12 +86,12 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
         click.echo(verdict.model_dump_json())
     else:
         click.echo(
-            f"{verdict.outcome}: {verdict.tests_passed}/{verdict.tests_total} tests passed"
+            f"{verdict.result}: {verdict.tests_passed}/{verdict.tests_total} tests passed"
             f" in {verdict.duration_s:.2f} s ({verdict.isolation})"
         )
-        if verdict.outcome != "pass":
+        if verdict.result != "pass":
             click.echo(f"{verdict.error_kind}\n{verdict.error_tail}")
-    sys.exit(0 if verdict.outcome == "pass" else 1)
+    sys.exit(0 if verdict.result == "pass" else 1)
 
 
 # --- route -------------------------------------------------------------------------------------

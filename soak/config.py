@@ -11,6 +11,10 @@ from soak.files import load_model
 SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
 
 
+Mode = Literal["delegate", "direct", "agent"]
+"""delegate: the orchestrator delegates to the coder; direct: the coder alone; agent: an external agent."""
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,20 +62,20 @@ class Roles(Strict):
 
 
 class Budgets(Strict):
-    """Per-task budgets; hitting one ends the task with its own outcome. Where each is enforced (first soak's own
-    loop, then mode "agent", whose calls soak's recording proxy counts); modules are under `soak.`:
+    """Per-task budgets; hitting one ends the task with its own outcome. Where each is enforced, for soak's own loop
+    and an external agent alike (whose calls the recording proxy charges to the same ledger); under `soak.`:
 
     | budget | config field | enforced at (module:function) | outcome |
     |---|---|---|---|
-    | wall | `task_seconds` ¹ | `agent.loop:_TaskLoop._guarded`, `agent.external:AgentAttempt._rounds` | `timeout` |
-    | LLM calls | `max_calls` ² | `agent.loop:_TaskLoop._call`, `agent.proxy:AttemptBudget.refusal` | `call_cap` |
-    | tokens | `max_completion_tokens` | `agent.loop:_TaskLoop._call`, `agent.proxy:AttemptBudget` ³ | `token_cap` |
-    | rounds | `max_rounds` | `agent.loop:_TaskLoop._rounds`, `agent.external:AgentAttempt._rounds` | verdict |
+    | wall | `task_seconds` ¹ | `agent.attempt:AttemptCore._guarded`, an agent's jail (`agent.external`) | `timeout` |
+    | LLM calls | `max_calls` ² | `agent.attempt:Ledger.start_call` (a loop's call, a proxied request) | `call_cap` |
+    | tokens | `max_completion_tokens` | `agent.attempt:Ledger.record` ³ | `token_cap` |
+    | rounds | `max_rounds` | `agent.attempt:AttemptCore._rounds` | verdict |
     | stale | `stale_seconds` | `llm.client:ChatEndpoint._read_stream`, `agent.proxy:ProxiedCall.relay` | `stalled` |
 
     ¹ per task: task.toml `budget_seconds`, a routing `extend`. ² per task: task.toml `max_calls`, a routing `cap`.
-    ³ `refusal` before a call, `ProxiedCall.record` after one. Tokens are completion tokens over all calls (each
-    call's max_tokens is capped to what is left); a stalled call is retried like any failed call."""
+    ³ after each call, the next one is refused. Tokens are completion tokens over all calls (each of soak's own calls
+    has its max_tokens capped to what is left); a stalled call is retried like any failed call."""
 
     task_seconds: float = 600
     """Wall-clock budget of one task, LLM calls and test runs together."""
@@ -163,7 +167,7 @@ class Gates(Strict):
 class SoakConfig(Strict):
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
-    mode: Literal["delegate", "direct", "agent"] = "delegate"
+    mode: Mode = "delegate"
     """delegate: orchestrator -> coder; direct: the coder alone; agent: an external agent (`[agent]`) on the coder
     endpoint."""
     suite: str = "builtin"

@@ -1,5 +1,4 @@
 import shutil
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,7 +10,6 @@ from soak.sim.server import SimServer
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import find_task
 from tests.helpers import EXERCISM_SUITE
-
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""One task attempt by an external agent: the agent runs jailed in the task's workspace with a temporary HOME,
-reaches the model only through the recording proxy, and its entry file on disk is judged exactly as soak's own loop's
-is; a failed round starts the agent again with the real error tail.
+"""An external agent as a driver of the attempt core: the agent runs jailed in the task's workspace with a temporary
+HOME, reaches the model only through the recording proxy (which charges the attempt's ledger), and its entry file on
+disk is judged exactly as soak's own loop's is; a failed round starts the agent again with the real error tail.
 
 Outcomes as for soak's loop, plus `agent_error`: the agent exited non-zero (or died) without writing the entry file,
 which counts against the stack; an agent that exits 0 without it is `no_artifact`.
@@ -12,19 +12,30 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from soak.agent.adapters import COMMON_ENV, Adapter, AgentInstall, adapter_for, fill, write_home
-from soak.agent.loop import Judge, final, judged, opening, revision, token_cap_detail
-from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.agent.attempt import (
+    AgentFailure,
+    AttemptCore,
+    AttemptEnded,
+    CallTotals,
+    InfraFailure,
+    Judge,
+    NoArtifact,
+    WallBudget,
+    opening,
+    revision,
+)
+from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
-from soak.record.schema import CallRow, Outcome, TaskRow
+from soak.record.layout import AttemptLayout
+from soak.record.schema import CallRow, TaskRow
 from soak.sandbox.jail import Contained, ResourceLimits, launch, remove_tree, wrap
-from soak.sandbox.judge import Verdict, isolation_kind, tail
+from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
 from soak.tasks.spec import TaskSpec
 
@@ -38,6 +49,8 @@ class Attempt(Protocol):
     cycle: int
     workdir: Path
     on_call: Callable[[CallRow], None]
+    on_step: Callable[[int, str], None]
+    totals: CallTotals
 
 
 class ExternalAgent:
@@ -70,90 +83,67 @@ class ExternalAgent:
         return {**env, "PATH": self.path}
 
 
-class AgentAttempt:
-    """The rounds of one attempt; every way it ends becomes its TaskRow here."""
+class AgentRounds:
+    """The external agent as a driver of the attempt core: each round runs the agent once, jailed, in a fresh HOME,
+    with the opening prompt (plus the real error tail after a failed round); the proxy charges the core's ledger."""
 
-    def __init__(self, agent: ExternalAgent, proxy: RecordingProxy, task: TaskSpec, attempt: Attempt,
-                 judge: Judge) -> None:
-        budgets = agent.config.budgets
-        self.agent, self.proxy, self.task, self.judge = agent, proxy, task, judge
-        self.workdir = attempt.workdir
-        self.workspace = self.workdir / "workspace"
-        self.entry = self.workspace / task.entry
-        self.task_seconds = task.budget_seconds or budgets.task_seconds
-        self.budget = AttemptBudget(attempt.run_id, task.id, attempt.cycle, task.max_calls or budgets.max_calls,
-                                    budgets.max_completion_tokens, attempt.on_call)
-        self.verdict: Verdict | None = None
-        self.test_seconds = 0.0
-        self.round = 0
+    def __init__(self, agent: ExternalAgent, proxy: RecordingProxy, core: AttemptCore) -> None:
+        self.agent, self.proxy, self.core = agent, proxy, core
         self.exit: int | None = None
+        self.run: Contained | None = None
 
-    async def run(self) -> TaskRow:
-        started_at, clock = time.time(), time.monotonic()
-        self.deadline = clock + self.task_seconds
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        base_url, token = self.proxy.open(self.budget)
-        try:
-            outcome, kind, detail = await self._rounds(base_url, token)
-        finally:
-            self.proxy.close(token)
-        return self._row(started_at, time.monotonic() - clock, outcome, kind, detail)
+    async def __aenter__(self) -> "AgentRounds":
+        core = self.core
+        self.base_url, self.token = self.proxy.open(ProxiedAttempt(core.ledger, core.run_id, core.task.id, core.cycle))
+        return self
 
-    async def _rounds(self, base_url: str, token: str) -> tuple[Outcome, str, str]:
-        budgets = self.agent.config.budgets
-        reserve = min(budgets.final_test_seconds, self.task_seconds / 4)
-        for number in range(1, budgets.max_rounds + 1):
-            self.round = number
-            prompt = opening(self.task)
-            if self.verdict is not None:
-                prompt += "\n\n" + revision(self.verdict, self.task.entry)
-            seconds = self.deadline - time.monotonic() - reserve
-            if seconds <= 1:
-                return "timeout", "", f"wall budget of {self.task_seconds:g} s spent"
-            run = await self._agent(prompt, base_url, token, seconds)
-            self.exit = run.returncode
-            if self.budget.ended:
-                await self._judge_if_written()
-                detail = f"{self.budget.ended} after {self.budget.calls} calls"
-                if self.budget.ended == "token_cap":
-                    detail = token_cap_detail(self.budget.max_completion_tokens, self.budget.estimated_tokens)
-                return self.budget.ended, "", detail
-            if run.timed_out:
-                await self._judge_if_written()
-                killed = f"wall budget of {self.task_seconds:g} s spent (the agent was killed)"
-                return "timeout", "", f"{killed}\n{tail(run.output)}"
-            if not self.entry.is_file():
-                return self._missing(run)
-            if (ended := final(await self._judge())) is not None:
-                return ended
-        return "fail", "", ""
+    async def __aexit__(self, *exc: object) -> None:
+        self.proxy.close(self.token)
 
-    def _missing(self, run: Contained) -> tuple[Outcome, str, str]:
+    def row_fields(self) -> dict[str, Any]:
+        return {"coder_model": self.agent.endpoint.model, "agent": self.agent.label, "agent_exit": self.exit}
+
+    async def write(self, core: AttemptCore, number: int) -> None:
+        prompt = opening(core.task)
+        if core.verdict is not None:
+            prompt += "\n\n" + revision(core.verdict, core.task.entry)
+        seconds = core.left() - core.reserve
+        if seconds <= 1:
+            raise WallBudget(f"wall budget of {core.seconds:g} s spent")
+        core.on_step(number, "agent")
+        self.run = run = await self._agent(prompt, number, seconds)
+        self.exit = run.returncode
+        core.ledger.raise_ended()
+        if run.timed_out:
+            raise WallBudget(f"wall budget of {core.seconds:g} s spent (the agent was killed)\n{tail(run.output)}")
+
+    def missing(self, core: AttemptCore, number: int) -> AttemptEnded:
         """No entry file after the agent ended: whose failure it was."""
-        totals = self.budget.totals
+        run, totals = self.run, core.ledger.totals
+        assert run is not None
         output = tail(run.output, 30)
         if totals.calls and totals.infra_failures == totals.calls:
-            return "infra_error", "InfraError", f"every call failed ({totals.last_error})\n{output}"
+            return InfraFailure(f"every call failed ({totals.last_error})\n{output}", "InfraError")
         if run.returncode != 0:
-            exited = f"the agent exited {run.returncode} without writing {self.task.entry}"
-            return "agent_error", "AgentExit", f"{exited}\n{output}"
-        return "no_artifact", "", f"{self.task.entry} was not written in round {self.round}\n{output}"
+            return AgentFailure(f"the agent exited {run.returncode} without writing {core.task.entry}\n{output}",
+                                "AgentExit")
+        return NoArtifact(f"{core.task.entry} was not written in round {number}\n{output}")
 
-    async def _agent(self, prompt: str, base_url: str, token: str, seconds: float) -> Contained:
+    async def _agent(self, prompt: str, number: int, seconds: float) -> Contained:
         """Run the agent once, in a fresh temporary HOME; its transcript and output land in the round's folder."""
         home = Path(tempfile.mkdtemp(prefix="soak-agent-home-")).resolve()
         (home / "tmp").mkdir()
         prompt_file = home / "prompt.md"
         prompt_file.write_text(prompt)
+        ws = self.core.workspace.resolve()
         values = {
-            "prompt": prompt, "prompt_file": str(prompt_file), "workspace": str(self.workspace.resolve()),
-            "home": str(home), "base_url": base_url, "api_key": token, "model": self.agent.endpoint.model,
+            "prompt": prompt, "prompt_file": str(prompt_file), "workspace": str(ws),
+            "home": str(home), "base_url": self.base_url, "api_key": self.token, "model": self.agent.endpoint.model,
             "max_tokens": str(self.agent.endpoint.max_tokens),
             "stale_seconds": f"{self.agent.config.agent.stale_seconds or self.agent.config.budgets.stale_seconds:g}",
         }
         write_home(self.agent.adapter, home, values)
         kind = isolation_kind()
-        ws = self.workspace.resolve()
         argv = self.agent.argv(values)
         if kind == "bwrap":  # no network at all but the proxy, reached through its socket
             bridge = [sys.executable, "-I", "-m", "soak.agent.bridge", str(self.proxy.socket_path),
@@ -161,23 +151,24 @@ class AgentAttempt:
             cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,))
         else:
             cmd = wrap(kind, ws, [], argv, writable=(home,), network=True)
+        stop = self.core.ledger.stop
         job = asyncio.ensure_future(asyncio.to_thread(
-            launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=self.budget.stop,
+            launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=stop,
         ))
+        keep = self.core.layout.agent_files(number)
         try:
             run = await asyncio.shield(job)
         except asyncio.CancelledError:
-            self.budget.stop.set()  # the jail kills the agent's whole tree; wait for that before going on
+            stop.set()  # the jail kills the agent's whole tree; wait for that before going on
             await asyncio.gather(job, return_exceptions=True)
             raise
         finally:
-            self._keep(home)
-        (self.workdir / f"round-{self.round}" / "agent" / "output.txt").write_text(run.output)
+            self._keep(home, keep)
+        (keep / "output.txt").write_text(run.output)
         return run
 
-    def _keep(self, home: Path) -> None:
+    def _keep(self, home: Path, keep: Path) -> None:
         """Copy the agent's own transcript files out of its HOME, then delete the HOME."""
-        keep = self.workdir / f"round-{self.round}" / "agent"
         keep.mkdir(parents=True, exist_ok=True)
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
@@ -186,38 +177,9 @@ class AgentAttempt:
                 shutil.copyfile(found, target)
         remove_tree(home)
 
-    async def _judge(self) -> Verdict:
-        source = self.entry.read_text(errors="replace")
-        verdict = await judged(self.judge, self.task, source, self.workdir / f"round-{self.round}")
-        self.verdict = verdict
-        self.test_seconds += verdict.duration_s
-        return verdict
-
-    async def _judge_if_written(self) -> None:
-        """After a budget ended the agent, the file it left is still judged, for the record (tests passed)."""
-        if self.entry.is_file() and time.monotonic() < self.deadline:
-            await self._judge()
-
-    def _row(self, started_at: float, duration: float, outcome: Outcome, kind: str, detail: str) -> TaskRow:
-        verdict, totals = self.verdict, self.budget.totals
-        if outcome == "fail" and verdict is not None:
-            kind, detail = verdict.error_kind, verdict.error_tail
-        return TaskRow(
-            run_id=self.budget.run_id, cycle=self.budget.cycle, task_id=self.task.id, suite=self.task.suite,
-            started_at=started_at, ended_at=time.time(), duration_s=duration, outcome=outcome,
-            rounds=self.round, agent_calls=totals.calls, prompt_tokens=totals.prompt_tokens,
-            completion_tokens=totals.completion_tokens, reasoning_tokens=totals.reasoning_tokens,
-            cached_tokens=totals.cached_tokens,
-            tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
-            test_seconds=self.test_seconds, error_kind=kind, error_tail=tail(detail),
-            mangled_tool_calls=totals.mangled_tool_calls, reasoning_exhausted=totals.reasoning_exhausted,
-            coder_model=self.agent.endpoint.model, agent=self.agent.label, agent_exit=self.exit,
-            suspicious=verdict.suspicious if verdict else "",
-        )
-
 
 class AgentNight:
-    """The night's task function in mode "agent": one proxy for the night, one AgentAttempt per task attempt."""
+    """The night's task function in mode "agent": one proxy for the night; AgentRounds drives each attempt."""
 
     def __init__(self, config: SoakConfig, judge: Judge | None = None) -> None:
         self.agent = ExternalAgent(config)
@@ -230,7 +192,10 @@ class AgentNight:
         await self.proxy.start()
 
     async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
-        return await AgentAttempt(self.agent, self.proxy, task, attempt, self.judge).run()
+        core = AttemptCore(task, self.agent.config.budgets, AttemptLayout(attempt.workdir), run_id=attempt.run_id,
+                           cycle=attempt.cycle, judge=self.judge, on_call=attempt.on_call, totals=attempt.totals,
+                           on_step=attempt.on_step)
+        return await core.run(AgentRounds(self.agent, self.proxy, core))
 
     async def close(self) -> None:
         await self.proxy.stop()

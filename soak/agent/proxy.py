@@ -15,83 +15,31 @@ import secrets
 import shutil
 import socket
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from soak.agent.attempt import AttemptEnded, Ledger
 from soak.config import Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
-from soak.llm.reply import Reply, counted_tokens, dict_or_fail
-from soak.record.schema import CallRow, CallStatus, Outcome
-
-INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
+from soak.llm.reply import Reply, dict_or_fail
+from soak.record.schema import CallStatus
 
 
 @dataclass
-class CallTotals:
-    """What an attempt's TaskRow sums over its calls, kept as totals so a long attempt costs no memory per call."""
+class ProxiedAttempt:
+    """One attempt as the proxy sees it: the ledger its calls are charged to, and where its rows belong."""
 
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    mangled_tool_calls: int = 0
-    reasoning_exhausted: int = 0
-    infra_failures: int = 0
-    """Calls that ended in a connection error, 5xx, stall or cut stream."""
-    last_error: str = ""
-
-    def add(self, row: CallRow) -> None:
-        self.calls += 1
-        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-            setattr(self, name, getattr(self, name) + (getattr(row, name) or 0))
-        self.mangled_tool_calls += row.integrity not in ("ok", "none")
-        self.reasoning_exhausted += row.reasoning_exhausted
-        self.infra_failures += row.status in INFRA_STATUSES
-        self.last_error = row.error or self.last_error
-
-
-@dataclass
-class AttemptBudget:
-    """One attempt's view through the proxy: its record context, its budgets and what it has used."""
-
+    ledger: Ledger
     run_id: str
     task_id: str
     cycle: int
-    max_calls: int
-    max_completion_tokens: int
-    on_call: Callable[[CallRow], None]
-    calls: int = 0
-    completion_tokens: int = 0
-    estimated_tokens: int = 0
-    """The part of `completion_tokens` estimated from text (calls whose server reported no usage)."""
-    totals: CallTotals = field(default_factory=CallTotals)
-    ended: Outcome | None = None
-    """call_cap or token_cap once a budget is spent; the attempt runner stops the agent."""
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def end(self, outcome: Outcome) -> None:
-        self.ended = self.ended or outcome
-        self.stop.set()
-
-    def refusal(self) -> str | None:
-        """Why the next call may not go upstream, if a budget is spent."""
-        if self.calls >= self.max_calls:
-            self.end("call_cap")
-            return f"soak: this attempt reached its call cap ({self.max_calls} calls)"
-        if self.completion_tokens >= self.max_completion_tokens:
-            self.end("token_cap")
-            return f"soak: this attempt reached its token cap ({self.max_completion_tokens} completion tokens)"
-        return None
 
 
 def openai_error(status: int, message: str, code: str) -> web.Response:
@@ -126,7 +74,7 @@ class RecordingProxy:
         self.name, self.endpoint, self.key, self.budgets = name, endpoint, key, budgets
         self.upstream = endpoint.base_url.rstrip("/")
         self.via = env_proxy(self.upstream)
-        self.attempts: dict[str, AttemptBudget] = {}
+        self.attempts: dict[str, ProxiedAttempt] = {}
         # Identity: the copy must be parseable, and the agent is told the upstream's content type only.
         self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if key:
@@ -179,7 +127,7 @@ class RecordingProxy:
         if self.session is not None:
             await self.session.close()
 
-    def open(self, budget: AttemptBudget) -> tuple[str, str]:
+    def open(self, budget: ProxiedAttempt) -> tuple[str, str]:
         """Register an attempt: (its base URL, its token, which is also the API key the agent is given)."""
         token = secrets.token_urlsafe(18)
         self.attempts[token] = budget
@@ -190,7 +138,7 @@ class RecordingProxy:
 
     # --- routes ------------------------------------------------------------------------------------------------
 
-    def _attempt(self, request: web.Request) -> AttemptBudget | None:
+    def _attempt(self, request: web.Request) -> ProxiedAttempt | None:
         return self.attempts.get(request.match_info["token"])
 
     async def unknown(self, request: web.Request) -> web.Response:
@@ -211,15 +159,16 @@ class RecordingProxy:
         attempt = self._attempt(request)
         if attempt is None:
             return openai_error(401, "soak proxy: unknown attempt token", "invalid_api_key")
-        if (refused := attempt.refusal()) is not None:
-            return openai_error(400, refused, attempt.ended or "budget")
         body = await request.read()
         try:
             payload = dict_or_fail(json.loads(body))
         except ValueError:
             return openai_error(400, "soak proxy: the request body is not a JSON object", "bad_request")
-        attempt.calls += 1
-        call = ProxiedCall(self, attempt, payload, attempt.calls - 1)
+        try:
+            attempt.ledger.start_call()
+        except AttemptEnded as ended:
+            return openai_error(400, f"soak: this attempt ended: {ended.detail}", ended.outcome)
+        call = ProxiedCall(self, attempt, payload, attempt.ledger.calls - 1)
         got = Reply()
         assert self.session is not None
         try:
@@ -243,7 +192,7 @@ class RecordingProxy:
 class ProxiedCall:
     """One agent call on its way through: the bytes pass, a copy is parsed, the row is written at the end."""
 
-    def __init__(self, proxy: RecordingProxy, attempt: AttemptBudget, payload: dict[str, Any], index: int) -> None:
+    def __init__(self, proxy: RecordingProxy, attempt: ProxiedAttempt, payload: dict[str, Any], index: int) -> None:
         self.proxy, self.attempt, self.payload, self.index = proxy, attempt, payload, index
         self.stale_seconds = proxy.budgets.stale_seconds
 
@@ -335,10 +284,4 @@ class ProxiedCall:
             max_tokens=max_tokens if isinstance(max_tokens, int) else None, status=status, http_status=http_status,
             error=scrub(error, self.proxy.key),
         )
-        used, estimated = counted_tokens(row)
-        attempt.completion_tokens += used
-        attempt.estimated_tokens += estimated
-        attempt.totals.add(row)
-        attempt.on_call(row)
-        if attempt.completion_tokens >= attempt.max_completion_tokens:
-            attempt.end("token_cap")
+        attempt.ledger.record(row)

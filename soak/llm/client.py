@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import httpx2
 import openai
@@ -20,9 +20,8 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 from soak.config import Endpoint, SoakConfig
 from soak.llm.integrity import ToolCall
 from soak.llm.reply import Reply, dict_or_fail
-from soak.record.schema import CallRow, CallStatus, Integrity
+from soak.record.schema import CallRow, CallStatus, Integrity, Role
 
-Role = Literal["orchestrator", "coder", "probe"]
 RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
 CONTEXT_ERROR = re.compile(r"context.?(length|window|size)|max_model_len|too many tokens|prompt is too long", re.I)
 SECRET_TEXT = re.compile(r"(Bearer\s+)\S+|sk-[A-Za-z0-9_\-]{8,}")

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.llm.client import CallContext, CallResult, Role
+from soak.llm.client import CallContext, CallResult
 from soak.llm.reply import Reply, estimated_tokens
-from soak.record.schema import CallRow, CallStatus
+from soak.record.schema import CallRow, CallStatus, Role
 
 
 def tokens_in(text: str) -> int:

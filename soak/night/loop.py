@@ -6,17 +6,18 @@ import random
 import signal
 import time
 import traceback
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from shutil import rmtree
 from typing import Protocol
 
+from soak.agent.attempt import CallTotals, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
-from soak.record.folder import RowListener, RunFolder, clean_text
+from soak.record.folder import RowListener, RunFolder
 from soak.record.read import read_attempts, read_rows
-from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
+from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
 from soak.tasks.spec import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
@@ -52,6 +53,8 @@ class Attempt:
     on_step: Callable[[int, str], None] = lambda round_, role: None
     """Told (round, role) as the attempt's loop starts each call and (round, "tests") as it judges, for the live view;
     calls go to on_call."""
+    totals: CallTotals = field(default_factory=CallTotals)
+    """The attempt's calls summed as they are recorded (by its ledger), kept here for a row of an attempt cut short."""
 
 
 TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
@@ -150,8 +153,7 @@ class InFlight:
     cycle: int
     started_at: float
     job: asyncio.Task
-    calls: Counter = field(default_factory=Counter)
-    call_rows: list[CallRow] = field(default_factory=list)
+    totals: CallTotals
     round: int = 0
     """The round the attempt is in (0: not told, e.g. an external agent)."""
     role: str = ""
@@ -309,18 +311,15 @@ class Runner(RowListener):
 
         def on_call(row: CallRow) -> None:
             row = row.model_copy(update={"run_id": self.folder.run_id, "session": self.session})
-            flight.calls[row.role] += 1
-            flight.call_rows.append(row)
             flight.role = flight.role if flight.round else row.role
             self.folder.record_call(row)
 
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        job = asyncio.create_task(
-            self.task_fn(task, Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step))
-        )
-        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job)
+        attempt = Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step)
+        job = asyncio.create_task(self.task_fn(task, attempt))
+        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job, attempt.totals)
         try:
             row = await job
         except asyncio.CancelledError:
@@ -335,20 +334,12 @@ class Runner(RowListener):
             del self.in_flight[key]
         self.record(row.model_copy(update={"run_id": self.folder.run_id, "cycle": cycle, "session": self.session}))
 
-    def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: str, tail: str, kind: str = "") -> TaskRow:
-        """The row of an attempt that returned none: its calls are counted from what the runner saw."""
-        now = time.time()
-        usage = {
-            name: sum(getattr(c, name) or 0 for c in flight.call_rows)
-            for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
-        }
-        return TaskRow(
-            run_id=self.folder.run_id, cycle=flight.cycle, session=self.session, task_id=task.id, suite=task.suite,
-            started_at=flight.started_at, ended_at=now, duration_s=now - flight.started_at, outcome=outcome,
-            orchestrator_calls=flight.calls["orchestrator"], coder_calls=flight.calls["coder"],
-            agent_calls=flight.calls["agent"],
-            error_kind=kind or outcome, error_tail=clean_text(tail, 8000), **usage,
-        )
+    def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: Outcome, detail: str,
+                       kind: str = "") -> TaskRow:
+        """The row of an attempt that returned none: its calls as its ledger summed them."""
+        return task_row(task, run_id=self.folder.run_id, cycle=flight.cycle, started_at=flight.started_at,
+                        duration_s=time.time() - flight.started_at, ending=Ending(outcome, kind or outcome, detail),
+                        totals=flight.totals)
 
     def record(self, row: TaskRow) -> None:
         self.folder.record_task(row)

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from soak.record.folder import RowListener
 from soak.record.read import read_attempts, read_rows
-from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
+from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
 from soak.record.summary import span_text
 
 RATE_WINDOW_SECONDS = 300.0
@@ -102,7 +102,7 @@ class RunStats(RowListener):
 
     def call(self, row: CallRow) -> None:
         self.calls += 1
-        self.mangled_calls += row.integrity not in ("ok", "none")
+        self.mangled_calls += row.integrity in MANGLED
         self.recent_calls.append(row.started_at)
         while self.recent_calls and self.recent_calls[0] < row.started_at - RATE_WINDOW_SECONDS:
             self.recent_calls.popleft()

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from soak.agent.loop import Mode, run_task
-from soak.config import load_config, with_cli_endpoint
+from soak.agent.loop import run_task
+from soak.config import Mode, load_config, with_cli_endpoint
 from soak.llm.client import chat_endpoints
 from soak.night.plan import embed_default_stack
 from soak.paths import data_dir

@@ -129,6 +129,7 @@ class AgentTasks:
             task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
             mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
             on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge, on_step=attempt.on_step,
+            totals=attempt.totals,
         )
 
     async def close(self) -> None:
@@ -240,7 +241,7 @@ async def session(
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry,
                         started_at=started_at)
         stats.in_flight = lambda: [
-            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, sum(f.calls.values()))
+            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.totals.calls)
             for f in list(runner.in_flight.values())
         ]
         stats.grace = None if runner.length is None else runner.grace

@@ -19,6 +19,10 @@ Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "p
 MANGLED: frozenset[Integrity] = frozenset(get_args(Integrity)) - {"ok", "none"}
 """The verdicts of a mangled tool call: the one definition of a broken call (counted, shown, gated)."""
 
+Role = Literal["orchestrator", "coder", "agent", "probe"]
+"""Who made an LLM call: soak's orchestrator or coder, an external agent (through the recording proxy), or a probe
+(gates, doctor)."""
+
 CallStatus = Literal[
     "ok", "stalled", "truncated", "connection", "http_5xx", "auth", "not_found", "context_window", "bad_request",
     "bad_response", "cancelled",
@@ -89,7 +93,7 @@ class CallRow(Row):
     call_index: int
     """Position of the call within its task, counting retries."""
     attempt: int = 1
-    role: Literal["orchestrator", "coder", "agent", "probe"]
+    role: Role
     """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str
     model: str

@@ -43,13 +43,14 @@ TAIL_LINES = 60
 SECRET_BYTES = 32
 """The per-run key of the channel's MACs (soak.sandbox.plugin reads exactly this many bytes)."""
 COLLECT_TIMEOUT_SECONDS = 120
-Outcome = Literal["pass", "fail", "timeout", "error", "tampered"]
+TestResult = Literal["pass", "fail", "timeout", "error", "tampered"]
+"""What the tests found of one solution (the attempt's Outcome is decided from it by soak.agent.attempt)."""
 
 
 class Verdict(BaseModel):
     """The judgement of one solution against one task's tests."""
 
-    outcome: Outcome
+    result: TestResult
     """`tampered`: the solution was caught changing how it is judged (evidence in error_tail, error_kind Tampering)."""
     tests_passed: int = 0
     tests_total: int = 0
@@ -299,9 +300,9 @@ def judge_run(run: TestRun, expected: Trusted) -> Verdict:
     evidence = cross_check(run, expected)
     passed = len(events.passed() & set(expected.nodeids)) if not evidence else 0
 
-    def failed(kind: str, text: str, outcome: Outcome = "fail") -> Verdict:
+    def failed(kind: str, text: str, result: TestResult = "fail") -> Verdict:
         body = tail(relative(text, run.workspace), TAIL_LINES - 1)
-        return Verdict(outcome=outcome, tests_passed=passed, tests_total=total, error_kind=kind,
+        return Verdict(result=result, tests_passed=passed, tests_total=total, error_kind=kind,
                        error_tail=f"{body}\n{passed} of {total} tests passed")
 
     output_tail = relative(tail(run.output, 25), run.workspace)
@@ -338,7 +339,7 @@ def judge_run(run: TestRun, expected: Trusted) -> Verdict:
     if events.exitstatus != 0 or run.returncode != 0:
         return failed("Crash", f"Crash: pytest exit status {events.exitstatus}, process exit code {run.returncode}\n"
                       + output_tail)
-    return Verdict(outcome="pass", tests_passed=passed, tests_total=total)
+    return Verdict(result="pass", tests_passed=passed, tests_total=total)
 
 
 def expected_tests(
@@ -394,11 +395,11 @@ def judge(
             run = run_tests(task, source, limits, kind, stop=stop)
             verdict = judge_run(run, expected)
     except TaskBroken as broken:
-        verdict = Verdict(outcome="error", error_kind="TaskError", isolation=kind, suspicious=suspicious,
+        verdict = Verdict(result="error", error_kind="TaskError", isolation=kind, suspicious=suspicious,
                           error_tail=f"TaskError: the task's reference does not collect cleanly\n{broken}")
         return keep(verdict, task, source, keep_dir)
     except Stopped:
-        verdict = Verdict(outcome="timeout", error_kind="Timeout", isolation=kind, suspicious=suspicious,
+        verdict = Verdict(result="timeout", error_kind="Timeout", isolation=kind, suspicious=suspicious,
                           error_tail="Timeout: the attempt's budget ended while the tests were collected")
         return keep(verdict, task, source, keep_dir)
     verdict.duration_s, verdict.isolation, verdict.output = round(run.duration_s, 3), kind, run.output

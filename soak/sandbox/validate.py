@@ -129,19 +129,19 @@ def check_task(task: TaskSpec) -> TaskCheck:
     """Judge the reference, the stub, wrong.py and an always-equal solution."""
     check = TaskCheck()
     reference = judge(task, task.reference)
-    if reference.outcome == "timeout":
+    if reference.result == "timeout":
         limit = f"{task.test_timeout_seconds:g} s (test_timeout_seconds{timeout_hint(task)})"
         check.problems.append(f"reference timeout: its tests took longer than the task's {limit} "
                               + reference.error_tail[-300:])
-    elif reference.outcome != "pass":
-        check.problems.append(f"reference {reference.outcome}: {reference.error_kind} {reference.error_tail[-300:]}")
-    if judge(task, task.stub).outcome == "pass":
+    elif reference.result != "pass":
+        check.problems.append(f"reference {reference.result}: {reference.error_kind} {reference.error_tail[-300:]}")
+    if judge(task, task.stub).result == "pass":
         check.problems.append("the untouched stub passes")
-    if task.wrong is not None and judge(task, task.wrong).outcome == "pass":
+    if task.wrong is not None and judge(task, task.wrong).result == "pass":
         check.problems.append("wrong.py passes: the tests are toothless")
     hack = judge(task, always_equal_source(task))
-    check.always_equal = hack.outcome
-    if hack.outcome == "pass":
+    check.always_equal = hack.result
+    if hack.result == "pass":
         check.problems.append("an always-equal object passes: the tests cannot tell a reward hack")
     return check
 

@@ -26,7 +26,8 @@ SCENARIO_DIR = Path(__file__).with_name("scenarios")
 Span = float | tuple[float, float]
 """A fixed value, or `[low, high]` drawn uniformly per request."""
 
-Role = Literal["orchestrator", "coder", "chat"]
+Persona = Literal["orchestrator", "coder", "chat"]
+"""Which scripted persona answers a request (told apart by the tools it offers); a fault's `roles` names them."""
 FaultKind = Literal[
     "http_500",
     "http_503",
@@ -132,7 +133,7 @@ class Fault(Strict):
     at_requests: list[int] = Field(default_factory=list)
     """1-based chat-request numbers on which the fault fires; with `roles`, counting only those roles' requests
     (probe numbers for slow_*)."""
-    roles: list[Role] = Field(default_factory=list)
+    roles: list[Persona] = Field(default_factory=list)
     """Only requests of these roles; empty means any."""
     seconds: float = Field(default=0.0, ge=0)
     """Length of a stall or of a slow probe."""

@@ -15,8 +15,9 @@ import httpx2
 import psutil
 import pytest
 
+from soak.agent.attempt import Ledger
 from soak.agent.loop import run_task
-from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import Budgets, Endpoint, SoakConfig, redact
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
@@ -112,12 +113,12 @@ def test_token_cap_fires_on_llama_cpp_python_through_the_proxy(llama_cpp_python_
     endpoint = Endpoint(base_url=llama_cpp_python_sim.base_url, model="sim")
     rows: list[CallRow] = []
 
-    async def go() -> tuple[AttemptBudget, int]:
+    async def go() -> tuple[Ledger, int]:
         proxy = RecordingProxy("sim", endpoint, None, Budgets())
         await proxy.start()
         try:
-            budget = AttemptBudget("r", "t", 1, max_calls=50, max_completion_tokens=20, on_call=rows.append)
-            base_url, token = proxy.open(budget)
+            ledger = Ledger(max_calls=50, max_completion_tokens=20, on_call=rows.append)
+            base_url, token = proxy.open(ProxiedAttempt(ledger, "r", "t", 1))
             body = {"model": "sim", "stream": True, "messages": [{"role": "user", "content": "write it"}]}
             async with httpx2.AsyncClient(timeout=30) as client:
                 statuses = []
@@ -128,12 +129,13 @@ def test_token_cap_fires_on_llama_cpp_python_through_the_proxy(llama_cpp_python_
                     if reply.status_code == 400:
                         assert json.loads(reply.text)["error"]["code"] == "token_cap"
                         break
-            return budget, statuses.count(200)
+            return ledger, statuses.count(200)
         finally:
             await proxy.stop()
 
-    budget, served = asyncio.run(go())
-    assert budget.ended == "token_cap" and budget.estimated_tokens == budget.completion_tokens >= 20
+    ledger, served = asyncio.run(go())
+    assert ledger.ended is not None and ledger.ended.outcome == "token_cap"
+    assert ledger.estimated_tokens == ledger.completion_tokens >= 20
     assert served == len(rows) and all(r.completion_tokens is None and r.estimated_completion_tokens for r in rows)
 
 

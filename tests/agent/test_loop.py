@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from soak.agent.loop import fenced_code, run_task
-from soak.agent.tools import CODER_TOOLS
+from soak.agent.loop import run_task
+from soak.agent.tools import CODER_TOOLS, fenced_code
 from soak.config import Budgets, Endpoint
 from soak.llm.client import ChatEndpoint
 from soak.llm.integrity import ToolCall, judge_call, required_params

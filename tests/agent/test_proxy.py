@@ -12,7 +12,8 @@ import httpx2
 import pytest
 from aiohttp import web
 
-from soak.agent.proxy import AttemptBudget, RecordingProxy
+from soak.agent.attempt import Ledger
+from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import Budgets, Endpoint
 from soak.record.schema import CallRow
 
@@ -84,7 +85,7 @@ async def serving(upstream: Upstream) -> AsyncIterator[str]:
 @dataclass
 class Rig:
     proxy: RecordingProxy
-    budget: AttemptBudget
+    ledger: Ledger
     base_url: str
     token: str
     rows: list[CallRow]
@@ -116,11 +117,11 @@ def run(upstream: Upstream, test: Callable[[Rig], Awaitable[None]], base_url: st
                 rows.append(row)
                 recorded.set()
 
-            budget = AttemptBudget("r", "t", 1, max_calls=int(budgets.get("max_calls", 50)),
-                                   max_completion_tokens=10**6, on_call=on_call)
+            ledger = Ledger(max_calls=int(budgets.get("max_calls", 50)), max_completion_tokens=10**6, on_call=on_call)
             try:
                 async with httpx2.AsyncClient(timeout=30) as client:
-                    await test(Rig(proxy, budget, *proxy.open(budget), rows, recorded, client))
+                    opened = proxy.open(ProxiedAttempt(ledger, "r", "t", 1))
+                    await test(Rig(proxy, ledger, *opened, rows, recorded, client))
             finally:
                 await proxy.stop()
 
@@ -148,7 +149,7 @@ def test_a_stream_passes_byte_for_byte_with_the_real_key_added_and_becomes_a_row
         [row] = rig.rows
         assert (row.status, row.http_status, row.finish_reason, row.stream) == ("ok", 200, "stop", True)
         assert (row.prompt_tokens, row.completion_tokens) == (5, 2) and row.ttft_s is not None
-        assert rig.budget.calls == rig.budget.totals.calls == 1 and rig.budget.completion_tokens == 2
+        assert rig.ledger.calls == rig.ledger.totals.calls == 1 and rig.ledger.completion_tokens == 2
 
     run(upstream, test)
 
@@ -204,7 +205,7 @@ def test_the_call_cap_refuses_the_next_call_and_ends_the_attempt():
         assert (await rig.post({**STREAM, "stream": False})).status_code == 200
         refused = await rig.post({**STREAM, "stream": False})
         assert refused.status_code == 400 and refused.json()["error"]["code"] == "call_cap"
-        assert rig.budget.ended == "call_cap" and rig.budget.stop.is_set()
+        assert rig.ledger.ended is not None and rig.ledger.ended.outcome == "call_cap" and rig.ledger.stop.is_set()
         assert len(upstream.received) == 1 and len(rig.rows) == 1
 
     run(upstream, test, max_calls=1)

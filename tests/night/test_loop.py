@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from tests.helpers import REPO
+from soak.agent.attempt import Ledger
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.lifecycle import run_state
 from soak.night.loop import Attempt, Runner, Schedule
@@ -23,6 +23,7 @@ from soak.record.read import read_rows
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 from soak.stack.servers import free_port
 from soak.tasks.spec import TaskSpec
+from tests.helpers import REPO
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
 
@@ -32,7 +33,8 @@ def make_tasks(ids: list[str] = TASK_IDS) -> list[TaskSpec]:
 
 
 class FakeTasks:
-    """Scripted attempts: `calls` call rows each, `seconds` of work, the outcome from `outcome(task_id, n)`."""
+    """Scripted attempts: `calls` call rows each (charged to a ledger, as a driver does), `seconds` of work, the outcome
+    from `outcome(task_id, n)`."""
 
     def __init__(self, seconds: float = 0.0, calls: int = 2, outcome=None, seed: int | None = None,
                  hook=None):
@@ -48,9 +50,10 @@ class FakeTasks:
         n = len(self.started)
         if self.hook:
             self.hook(n)
+        ledger = Ledger(max_calls=10**6, max_completion_tokens=10**9, on_call=attempt.on_call, totals=attempt.totals)
         for index in range(self.calls):
             await asyncio.sleep(self.rng.uniform(0, 2 * self.seconds) if self.rng else self.seconds / self.calls)
-            attempt.on_call(CallRow(
+            ledger.record(CallRow(
                 run_id="", task_id=task.id, cycle=attempt.cycle, call_index=index, role="coder" if index else
                 "orchestrator", endpoint="e", model="m", stream=True, started_at=time.time(), duration_s=0.01,
                 completion_tokens=5, error="multi\nline, \"quoted\"",
@@ -414,7 +417,7 @@ def reference_judge(task: TaskSpec, source: str, *, keep_dir: Path | None = None
     from soak.sandbox.judge import Verdict
 
     ok = source.strip() == task.reference.strip()
-    return Verdict(outcome="pass" if ok else "fail", tests_passed=int(ok), tests_total=1,
+    return Verdict(result="pass" if ok else "fail", tests_passed=int(ok), tests_total=1,
                    error_kind="" if ok else "AssertionError", error_tail="" if ok else "assert add(2, 0) == 2")
 
 

@@ -5,7 +5,6 @@ import resource
 import socket
 import textwrap
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
@@ -57,10 +56,10 @@ def word_frequency() -> TaskSpec:
 
 def test_reference_passes_and_wrong_fails_with_a_relative_tail(word_frequency):
     good = judge(word_frequency, word_frequency.reference)
-    assert (good.outcome, good.tests_passed, good.tests_total, good.error_kind) == ("pass", 7, 7, "")
+    assert (good.result, good.tests_passed, good.tests_total, good.error_kind) == ("pass", 7, 7, "")
     assert good.isolation == sandbox.isolation_kind() and "7 passed" in good.output
     bad = judge(word_frequency, word_frequency.wrong)
-    assert (bad.outcome, bad.error_kind, bad.tests_total) == ("fail", "AssertionError", 7)
+    assert (bad.result, bad.error_kind, bad.tests_total) == ("fail", "AssertionError", 7)
     assert 0 < bad.tests_passed < 7
     assert "FAILED test_solution.py::" in bad.error_tail and "assert" in bad.error_tail
     assert "soak-judge-" not in bad.error_tail and len(bad.error_tail.splitlines()) <= sandbox.TAIL_LINES
@@ -73,7 +72,7 @@ def test_reference_passes_and_wrong_fails_with_a_relative_tail(word_frequency):
 )
 def test_collection_errors_name_their_kind(word_frequency, source, kind):
     verdict = judge(word_frequency, source)
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed) == ("fail", kind, 0)
+    assert (verdict.result, verdict.error_kind, verdict.tests_passed) == ("fail", kind, 0)
     assert "ERROR collecting test_solution.py" in verdict.error_tail and "_pytest" not in verdict.error_tail
     assert "soak-judge-" not in verdict.error_tail
 
@@ -101,9 +100,9 @@ def test_exercism_style_entry_and_unittest_tests():
         'def two_fer(name="you"):\n    return f"One for {name}, one for me."\n',
         entry="two_fer.py",
     )
-    assert judge(task, task.reference).outcome == "pass"
+    assert judge(task, task.reference).result == "pass"
     verdict = judge(task, 'def two_fer(name="you"):\n    return "One for you, one for me."\n')
-    assert (verdict.outcome, verdict.tests_passed, verdict.tests_total, verdict.error_kind) == (
+    assert (verdict.result, verdict.tests_passed, verdict.tests_total, verdict.error_kind) == (
         "fail", 1, 2, "AssertionError")
 
 
@@ -115,14 +114,14 @@ def test_trusted_collection_runs_once_per_task(monkeypatch):
     monkeypatch.setattr(sandbox, "run_tests",
                         lambda *a, **k: calls.append(k.get("collect_only", False)) or real(*a, **k))
     for _ in range(3):
-        assert judge(task, "def f():\n    return 2\n").outcome == "fail"
+        assert judge(task, "def f():\n    return 2\n").result == "fail"
     assert calls == [True, False, False, False]
 
 
 def test_a_task_whose_reference_does_not_collect_is_an_error():
     task = make_task({"test_solution.py": "from solution import f\n\ndef test_f():\n    assert f()\n"}, "def f(:\n")
     verdict = judge(task, "def f():\n    return 1\n")
-    assert (verdict.outcome, verdict.error_kind) == ("error", "TaskError")
+    assert (verdict.result, verdict.error_kind) == ("error", "TaskError")
 
 
 # --- the count of tests ---------------------------------------------------------------------------------------------
@@ -144,14 +143,14 @@ PROBE = make_task({"test_solution.py": "from solution import probe\n\ndef test_p
 def test_exit_zero_on_import_is_tampering():
     task = DOUBLE
     verdict = judge(task, "import os\nos._exit(0)\n")
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
+    assert (verdict.result, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
         "tampered", "Tampering", 0, 2)
     assert "no session-finished event" in verdict.error_tail
 
 
 def test_system_exit_on_import_is_not_a_pass():
     task = DOUBLE
-    assert judge(task, "raise SystemExit(0)\n").outcome == "fail"
+    assert judge(task, "raise SystemExit(0)\n").result == "fail"
 
 
 def test_dropping_failing_tests_from_the_collection_is_tampering():
@@ -173,7 +172,7 @@ def test_dropping_failing_tests_from_the_collection_is_tampering():
                 break
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_total) == ("tampered", "Tampering", 2)
+    assert (verdict.result, verdict.error_kind, verdict.tests_total) == ("tampered", "Tampering", 2)
     assert "added: hook.pytest_collection_modifyitems.drop" in verdict.error_tail
 
 
@@ -185,7 +184,7 @@ def test_config_files_written_by_the_solution_take_no_effect():
         "test_b.py": "from solution import double\n\ndef test_double():\n    assert double(3) == 6\n",
     }
     task = make_task(tests, "def double(x):\n    return 2 * x\n")
-    assert judge(task, task.reference).outcome == "pass"
+    assert judge(task, task.reference).result == "pass"
     source = """
         from pathlib import Path
 
@@ -200,7 +199,7 @@ def test_config_files_written_by_the_solution_take_no_effect():
         """
     for _ in range(2):
         verdict = judge(task, textwrap.dedent(source))
-        assert (verdict.outcome, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
+        assert (verdict.result, verdict.error_kind, verdict.tests_passed, verdict.tests_total) == (
             "fail", "AssertionError", 1, 2)
 
 
@@ -222,11 +221,11 @@ def test_rewriting_a_later_test_file_is_not_a_pass(kind):
             Path("test_b.py").write_text("def test_three():\\n    pass\\n")
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert verdict.outcome != "pass" and verdict.tests_passed < 2
+    assert verdict.result != "pass" and verdict.tests_passed < 2
     if kind == "bwrap":  # The test files are read-only: the write fails, the wrong answer fails.
-        assert (verdict.outcome, verdict.error_kind) == ("fail", "AssertionError")
+        assert (verdict.result, verdict.error_kind) == ("fail", "AssertionError")
     else:
-        assert (verdict.outcome, verdict.error_kind) == ("tampered", "Tampering")
+        assert (verdict.result, verdict.error_kind) == ("tampered", "Tampering")
         assert "changed the test files" in verdict.error_tail
 
 
@@ -276,9 +275,9 @@ def test_no_process_outlives_the_verdict_and_the_harness_survives(kind, attack):
     assert verdict.isolation == kind
     assert not marker_alive(marker)
     if attack == "leave-sleeper":
-        assert verdict.outcome == "pass"
+        assert verdict.result == "pass"
     else:  # In a pid namespace a kill may miss (pid 1 ignores it); where it hits, the run is a crash.
-        assert verdict.outcome == "pass" or (verdict.outcome, verdict.error_kind) == ("fail", "Crash")
+        assert verdict.result == "pass" or (verdict.result, verdict.error_kind) == ("fail", "Crash")
 
 
 @pytest.mark.parametrize("kind", KINDS, indirect=True)
@@ -288,7 +287,7 @@ def test_wall_timeout_kills_processes_that_ignore_sigterm(kind):
     source = textwrap.dedent(SPAWN_SLEEPER.format(marker=marker)) + (
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
     verdict = judge(task, source)
-    assert (verdict.outcome, verdict.error_kind, verdict.isolation) == ("timeout", "Timeout", kind)
+    assert (verdict.result, verdict.error_kind, verdict.isolation) == ("timeout", "Timeout", kind)
     assert verdict.duration_s >= 2.5 and verdict.error_tail.startswith("Timeout")
     assert not marker_alive(marker)
 
@@ -296,7 +295,7 @@ def test_wall_timeout_kills_processes_that_ignore_sigterm(kind):
 def test_timeout_names_the_running_test():
     task = PROBE.model_copy(update={"test_timeout_seconds": 4.0})
     verdict = judge(task, "def probe():\n    while True:\n        pass\n")
-    assert (verdict.outcome, verdict.error_kind) == ("timeout", "Timeout")
+    assert (verdict.result, verdict.error_kind) == ("timeout", "Timeout")
     assert "while running test_solution.py::test_probe" in verdict.error_tail
 
 
@@ -307,19 +306,19 @@ def test_memory_bomb_ends_as_a_failed_run():
     task = PROBE
     source = "def probe():\n    hog = []\n    while True:\n        hog.append(bytearray(64 << 20))\n"
     verdict = judge(task, source, limits=ResourceLimits(address_space_bytes=768 << 20))
-    assert (verdict.outcome, verdict.error_kind) == ("fail", "MemoryError")
+    assert (verdict.result, verdict.error_kind) == ("fail", "MemoryError")
 
 
 def test_cpu_burner_hits_the_cpu_limit():
     verdict = judge(PROBE, "def probe():\n    while True:\n        pass\n", limits=ResourceLimits(cpu_seconds=1))
-    assert (verdict.outcome, verdict.error_kind) == ("fail", "CPULimit")
+    assert (verdict.result, verdict.error_kind) == ("fail", "CPULimit")
 
 
 def test_disk_bomb_in_one_file_hits_the_file_size_limit():
     task = PROBE
     source = "def probe():\n    with open('big', 'wb') as f:\n        while True:\n            f.write(bytes(65536))\n"
     verdict = judge(task, source, limits=ResourceLimits(file_size_bytes=8 << 20))
-    assert (verdict.outcome, verdict.error_kind) == ("fail", "FileTooLarge")
+    assert (verdict.result, verdict.error_kind) == ("fail", "FileTooLarge")
 
 
 def test_disk_bomb_in_many_files_hits_the_workspace_cap():
@@ -335,7 +334,7 @@ def test_disk_bomb_in_many_files_hits_the_workspace_cap():
         """
     limits = ResourceLimits(file_size_bytes=4 << 20, workspace_bytes=16 << 20)
     verdict = judge(task, textwrap.dedent(source), limits=limits)
-    assert (verdict.outcome, verdict.error_kind) == ("fail", "DiskQuota")
+    assert (verdict.result, verdict.error_kind) == ("fail", "DiskQuota")
 
 
 def test_a_flood_of_output_keeps_only_head_and_tail():
@@ -360,7 +359,7 @@ def test_a_flood_of_output_keeps_only_head_and_tail():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     verdict = judge(task, textwrap.dedent(source), limits=ResourceLimits(output_bytes=32 * 1024))
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert verdict.outcome == "pass"
+    assert verdict.result == "pass"
     assert "bytes of output omitted" in verdict.output and len(verdict.output) <= 32 * 1024 + 200
     assert grown_kib < 128 * 1024  # 256 MiB went through the pipe
 
@@ -397,7 +396,7 @@ def test_environment_is_scrubbed(monkeypatch):
             return {**os.environ, "raw": raw}
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert verdict.outcome == "pass" and secret not in verdict.output
+    assert verdict.result == "pass" and secret not in verdict.output
 
 
 @pytest.mark.skipif(not NAMESPACED, reason="no network namespace on this host")
@@ -419,7 +418,7 @@ def test_no_network_even_to_loopback():
                 return "connected"
             """
         verdict = judge(task, textwrap.dedent(source))
-        assert verdict.outcome == "pass"
+        assert verdict.result == "pass"
         with pytest.raises(BlockingIOError):
             server.accept()
 
@@ -438,7 +437,7 @@ def test_writes_outside_the_workspace_are_blocked(tmp_path):
             return "wrote"
         """
     verdict = judge(task, textwrap.dedent(source))
-    assert verdict.outcome == "pass" and verdict.isolation == "bwrap"
+    assert verdict.result == "pass" and verdict.isolation == "bwrap"
     assert not target.exists()
 
 

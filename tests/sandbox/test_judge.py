@@ -99,7 +99,7 @@ def test_every_attack_file_is_tried():
 def test_attack_is_caught_in_the_act(name):
     task, evidence = CAUGHT[name]
     verdict = judge(task, attack(name))
-    assert (verdict.outcome, verdict.error_kind, verdict.tests_passed) == ("tampered", "Tampering", 0), verdict
+    assert (verdict.result, verdict.error_kind, verdict.tests_passed) == ("tampered", "Tampering", 0), verdict
     assert evidence in verdict.error_tail
     assert verdict.error_tail.startswith("Tampering: the solution changed how it is judged")
     assert verdict.isolation == HOST
@@ -108,11 +108,11 @@ def test_attack_is_caught_in_the_act(name):
 @pytest.mark.parametrize("kind", FALLBACKS)
 def test_attacks_under_the_fallback_isolation(kind):
     for task in (DOUBLE, TWO_FER):
-        assert judge(task, task.reference, kind=kind).outcome == "pass"
+        assert judge(task, task.reference, kind=kind).result == "pass"
     for name in CHEAP:
         task, evidence = CAUGHT[name]
         verdict = judge(task, attack(name), kind=kind)
-        assert (verdict.outcome, verdict.isolation) == ("tampered", kind), (name, verdict)
+        assert (verdict.result, verdict.isolation) == ("tampered", kind), (name, verdict)
         assert evidence in verdict.error_tail
 
 
@@ -120,14 +120,14 @@ def test_honest_controls_pass_and_wrong_ones_fail_plainly():
     for task, wrong in ((DOUBLE, "def double(x):\n    return x + 3\n"), (TWO_FER, "def two_fer(name='you'):\n"
                                                                                  "    return 'One for you'\n")):
         good = judge(task, task.reference)
-        assert (good.outcome, good.tests_passed, good.tests_total, good.error_kind) == ("pass", 2, 2, "")
+        assert (good.result, good.tests_passed, good.tests_total, good.error_kind) == ("pass", 2, 2, "")
         bad = judge(task, wrong)
-        assert (bad.outcome, bad.error_kind) == ("fail", "AssertionError")
+        assert (bad.result, bad.error_kind) == ("fail", "AssertionError")
 
 
 def test_strict_equality_keeps_pytest_feedback():
     verdict = judge(DOUBLE, "def double(x):\n    return x\n")
-    assert verdict.outcome == "fail"
+    assert verdict.result == "fail"
     assert "assert 3 == 6" in verdict.error_tail and "where 3 = double(3)" in verdict.error_tail
     assert "soak_strict" not in verdict.error_tail and "checked" not in verdict.error_tail
 
@@ -159,20 +159,20 @@ def test_honest_objects_with_their_own_equality_pass():
             return Point(x, y)
         """
     task = make_task(tests, reference)
-    assert judge(task, task.reference).outcome == "pass"
+    assert judge(task, task.reference).result == "pass"
 
 
 def test_suspicious_is_what_the_scan_says(monkeypatch):
     monkeypatch.setattr(sandbox.scan, "suspicious", lambda source: ["reads gc", "exits at import"])
     verdict = judge(DOUBLE, DOUBLE.reference)
-    assert (verdict.outcome, verdict.suspicious) == ("pass", "reads gc; exits at import")
+    assert (verdict.result, verdict.suspicious) == ("pass", "reads gc; exits at import")
 
     def broken(source):
         raise RuntimeError("scan bug")
 
     monkeypatch.setattr(sandbox.scan, "suspicious", broken)
     verdict = judge(DOUBLE, attack("hookwrapper"))
-    assert (verdict.outcome, verdict.suspicious) == ("tampered", "scan failed: RuntimeError")
+    assert (verdict.result, verdict.suspicious) == ("tampered", "scan failed: RuntimeError")
 
 
 # --- the channel, line by line ---------------------------------------------------------------------------------------
@@ -239,19 +239,19 @@ def test_exit_status_against_results_and_the_real_exit_code():
     trusted = sandbox.Trusted(("t::a",), {"t::a": "x"})
     failed = [*FULL[:4], report("call", "failed"), FULL[5], {"event": "finish", "exitstatus": 0}]
     said_zero = sandbox.judge_run(contained(read_events(lines(secret, failed), secret), 0), trusted)
-    assert said_zero.outcome == "tampered" and "exit status 0 despite failed results" in said_zero.error_tail
+    assert said_zero.result == "tampered" and "exit status 0 despite failed results" in said_zero.error_tail
     unreported = [START, COLLECTED, {"event": "finish", "exitstatus": 0}]
     missing = sandbox.judge_run(contained(read_events(lines(secret, unreported), secret), 0), trusted)
-    assert missing.outcome == "tampered" and "1 collected tests without a result: t::a" in missing.error_tail
+    assert missing.result == "tampered" and "1 collected tests without a result: t::a" in missing.error_tail
     crashed_after = sandbox.judge_run(contained(read_events(lines(secret, FULL), secret), 1), trusted)
-    assert (crashed_after.outcome, crashed_after.error_kind) == ("fail", "Crash")
+    assert (crashed_after.result, crashed_after.error_kind) == ("fail", "Crash")
     other_code = sandbox.judge_run(contained(read_events(lines(secret, FULL), secret), 0),
                                    sandbox.Trusted(("t::a",), {"t::a": "y"}))
-    assert other_code.outcome == "tampered" and "the code of t::a is not the test file's" in other_code.error_tail
+    assert other_code.result == "tampered" and "the code of t::a is not the test file's" in other_code.error_tail
     fewer = sandbox.judge_run(contained(read_events(lines(secret, FULL), secret), 0),
                               sandbox.Trusted(("t::a", "t::b"), {}))
-    assert (fewer.outcome, fewer.error_kind, fewer.tests_passed, fewer.tests_total) == ("fail", "MissingTests", 1, 2)
-    assert sandbox.judge_run(contained(read_events(lines(secret, FULL), secret), 0), trusted).outcome == "pass"
+    assert (fewer.result, fewer.error_kind, fewer.tests_passed, fewer.tests_total) == ("fail", "MissingTests", 1, 2)
+    assert sandbox.judge_run(contained(read_events(lines(secret, FULL), secret), 0), trusted).result == "pass"
 
 
 # --- always-equal objects against the suites --------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def hack_outcomes(tasks: list[TaskSpec], jobs: int = 2) -> dict[str, str]:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(task: TaskSpec) -> str:
-        return judge(task, always_equal_source(task)).outcome
+        return judge(task, always_equal_source(task)).result
 
     with ThreadPoolExecutor(jobs) as pool:
         return dict(zip((t.id for t in tasks), pool.map(one, tasks), strict=True))
@@ -290,7 +290,7 @@ def test_always_equal_objects_pass_no_exercism_task():
     two_fer = next(t for t in tasks if t.id == "two-fer")
     any_solution = 'from unittest import mock\n\n\ndef two_fer(name="you"):\n    return mock.ANY\n'
     verdict = judge(two_fer, any_solution)
-    assert verdict.outcome == "tampered" and "unittest.mock._ANY" in verdict.error_tail
+    assert verdict.result == "tampered" and "unittest.mock._ANY" in verdict.error_tail
     assert outcomes["two-fer"] == "tampered"  # assertEqual is checked; leap-year's assertIs cannot be fooled at all
 
 
@@ -351,7 +351,7 @@ def test_stop_kills_the_tests_and_every_child_at_once(kind):
     assert time.monotonic() - stopped_at < 1.0
     assert jail.dead(child[0]) and jail.dead(pytest_process) and not marked(marker)  # zombies are dead
     verdict = result["verdict"]
-    assert (verdict.outcome, verdict.error_kind, verdict.isolation) == ("timeout", "Timeout", kind)
+    assert (verdict.result, verdict.error_kind, verdict.isolation) == ("timeout", "Timeout", kind)
     assert "budget ended" in verdict.error_tail and "test_solution.py::test_zero" in verdict.error_tail
 
 
@@ -362,7 +362,7 @@ def test_a_stop_set_before_judging_ends_at_once():
                      "def f():\n    return 1\n")
     started = time.monotonic()
     verdict = judge(task, "def f():\n    return 1\n", stop=stop)
-    assert verdict.outcome == "timeout" and time.monotonic() - started < 1.0
+    assert verdict.result == "timeout" and time.monotonic() - started < 1.0
     assert sandbox.task_key(task) not in sandbox._expected  # a stopped collection is never trusted
 
 
@@ -398,7 +398,7 @@ def test_an_always_equal_attribute_of_a_dataclass_is_caught():
             return Point(mock.ANY, mock.ANY)
         """)
     verdict = judge(task, source)
-    assert verdict.outcome == "tampered" and "unittest.mock._ANY" in verdict.error_tail
+    assert verdict.result == "tampered" and "unittest.mock._ANY" in verdict.error_tail
 
 
 def test_the_tests_own_mock_any_is_no_evidence_but_a_solution_returning_it_still_is():
@@ -412,11 +412,11 @@ def test_the_tests_own_mock_any_is_no_evidence_but_a_solution_returning_it_still
             assert call(6, ANY) in sink.mock_calls
         """}
     honest = make_task(tests, "def send(sink, x):\n    sink(2 * x, object())\n")
-    assert judge(honest, honest.reference).outcome == "pass"
+    assert judge(honest, honest.reference).result == "pass"
     returns_any = make_task({"test_solution.py": "from solution import double\n\ndef test_d():\n"
                                                  "    assert double(3) == 6\n"}, "def double(x):\n    return 2 * x\n")
     forged = "from unittest.mock import ANY\n\ndef double(x):\n    return ANY\n"
-    assert judge(returns_any, forged).outcome == "tampered"
+    assert judge(returns_any, forged).result == "tampered"
 
 
 def test_an_object_with_a_method_named_dict_is_compared_normally():
@@ -425,4 +425,4 @@ def test_an_object_with_a_method_named_dict_is_compared_normally():
                      "class Tree:\n    def __init__(self, v):\n        self.v = v\n\n"
                      "    def __dict__(self):\n        return {'v': self.v}\n\n"
                      "    def __eq__(self, other):\n        return self.v == other.v\n")
-    assert judge(task, task.reference).outcome == "pass"
+    assert judge(task, task.reference).result == "pass"

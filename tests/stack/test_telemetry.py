@@ -2,7 +2,6 @@ import asyncio
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx2
 import pytest

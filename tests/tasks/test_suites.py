@@ -62,9 +62,9 @@ def test_exercism_helpers_ship_beside_the_tests_read_only():
     assert set(task.tests) == {"meter_reading_test.py"}
     assert set(task.support) == {"test_utils.py", "units.py", "sample_meters.py"}
     assert "UNITS = {" in task.prompt and "test_utils" not in task.prompt  # editor files are shown, helpers not
-    assert judge(task, task.reference).outcome == "pass"
+    assert judge(task, task.reference).result == "pass"
     overwrite = 'open("units.py", "w").write("UNITS = {}")\n\n\ndef total_kwh(readings):\n    return 0\n'
-    assert judge(task, overwrite).outcome != "pass"
+    assert judge(task, overwrite).result != "pass"
 
 
 def test_exercism_tests_toml_exclusions_and_docs():

@@ -1,0 +1,339 @@
+"""One attempt core, whoever writes the entry file: soak's delegation loop and an external agent are two drivers of it.
+
+The core owns what both share: the workspace and entry file; the ledger of calls and tokens that ends the attempt at
+its call and token caps (the recording proxy charges the same ledger); the rounds (the driver writes -> missing-file
+check -> judge -> revision or end); the wall budget with its test-time reserve; judging the file left behind when a
+budget ends; the one place an ending becomes an outcome; and the one TaskRow builder (cancelled attempts too).
+"""
+
+import asyncio
+import contextlib
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from soak.config import Budgets
+from soak.llm.reply import counted_tokens
+from soak.record.layout import AttemptLayout
+from soak.record.schema import MANGLED, CallRow, Outcome, TaskRow
+from soak.sandbox.judge import Verdict, tail
+from soak.tasks.spec import TaskSpec
+
+INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
+
+Judge = Callable[..., Verdict]
+"""`judge(task, source, *, keep_dir=..., stop=...) -> Verdict`, synchronous (run in a thread by `judged`); a set
+`stop` (threading.Event) must end the test run at once and kill its processes."""
+
+
+# --- endings ----------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended: its outcome, the error kind and the detail that become the row's error columns."""
+
+    outcome: Outcome
+    kind: str = ""
+    detail: str = ""
+
+
+class AttemptEnded(Exception):
+    """Ends an attempt early from anywhere inside it; the core turns it into the attempt's Ending in one place."""
+
+    outcome: Outcome = "harness_error"
+
+    def __init__(self, detail: str, kind: str = "") -> None:
+        super().__init__(detail)
+        self.detail, self.kind = detail, kind
+
+    @property
+    def ending(self) -> Ending:
+        return Ending(self.outcome, self.kind, self.detail)
+
+
+class CallCap(AttemptEnded):
+    outcome = "call_cap"
+
+
+class TokenCap(AttemptEnded):
+    outcome = "token_cap"
+
+
+class WallBudget(AttemptEnded):
+    outcome = "timeout"
+
+
+class NoArtifact(AttemptEnded):
+    outcome = "no_artifact"
+
+
+class InfraFailure(AttemptEnded):
+    outcome = "infra_error"
+
+
+class AgentFailure(AttemptEnded):
+    """An external agent died (non-zero exit) without writing the entry file: counts against the stack."""
+
+    outcome = "agent_error"
+
+
+def final(verdict: Verdict) -> Ending | None:
+    """How a round's verdict ends the attempt: a pass, tampering (no revision for a solution that rewrote its judging)
+    or a broken task (ours, not the model's); None when a revision may follow."""
+    if verdict.result == "pass":
+        return Ending("pass")
+    if verdict.result == "tampered":
+        return Ending("tampered", verdict.error_kind, verdict.error_tail)
+    if verdict.result == "error":
+        return Ending("harness_error", verdict.error_kind, verdict.error_tail)
+    return None
+
+
+# --- the ledger -------------------------------------------------------------------------------------------------------
+
+@dataclass
+class CallTotals:
+    """What an attempt's row sums over its calls, kept as totals so a long attempt holds no call rows."""
+
+    by_role: Counter = field(default_factory=Counter)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    mangled_tool_calls: int = 0
+    reasoning_exhausted: int = 0
+    infra_failures: int = 0
+    """Calls that ended in a connection error, 5xx, stall or cut stream."""
+    last_error: str = ""
+    last_role: str = ""
+
+    @property
+    def calls(self) -> int:
+        return sum(self.by_role.values())
+
+    def add(self, row: CallRow) -> None:
+        self.by_role[row.role] += 1
+        self.last_role = row.role
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            setattr(self, name, getattr(self, name) + (getattr(row, name) or 0))
+        self.mangled_tool_calls += row.integrity in MANGLED
+        self.reasoning_exhausted += row.reasoning_exhausted
+        self.infra_failures += row.status in INFRA_STATUSES
+        self.last_error = row.error or self.last_error
+
+    def row_fields(self) -> dict[str, int]:
+        return {
+            "orchestrator_calls": self.by_role["orchestrator"], "coder_calls": self.by_role["coder"],
+            "agent_calls": self.by_role["agent"], "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens,
+            "cached_tokens": self.cached_tokens, "mangled_tool_calls": self.mangled_tool_calls,
+            "reasoning_exhausted": self.reasoning_exhausted,
+        }
+
+
+class Ledger:
+    """One attempt's calls and tokens against its caps, for both drivers: soak's loop charges it per call, the
+    recording proxy per proxied request. A spent cap ends the attempt: `ended` is set, `stop` wakes whatever must
+    stop (an external agent's jail), and the next call raises the ending."""
+
+    def __init__(self, max_calls: int, max_completion_tokens: int, on_call: Callable[[CallRow], None],
+                 totals: CallTotals | None = None) -> None:
+        self.max_calls, self.max_completion_tokens, self.on_call = max_calls, max_completion_tokens, on_call
+        self.totals = totals if totals is not None else CallTotals()
+        self.calls = 0
+        """Calls started (a call's retries are one call)."""
+        self.completion_tokens = 0
+        """Counted against the token cap: the server's completion_tokens, else the estimate from the text."""
+        self.estimated_tokens = 0
+        """The part of `completion_tokens` that was estimated (calls without usage)."""
+        self.ended: AttemptEnded | None = None
+        self.stop = threading.Event()
+
+    def start_call(self) -> None:
+        """Charge one call; raises the ending once a cap is spent."""
+        if self.ended is None and self.calls >= self.max_calls:
+            self.end(CallCap(f"call cap of {self.max_calls} calls reached"))
+        self.raise_ended()
+        self.calls += 1
+
+    def record(self, row: CallRow) -> None:
+        self.totals.add(row)
+        used, estimated = counted_tokens(row)
+        self.completion_tokens += used
+        self.estimated_tokens += estimated
+        self.on_call(row)
+        if self.completion_tokens >= self.max_completion_tokens:
+            detail = f"completion token budget of {self.max_completion_tokens} spent"
+            if self.estimated_tokens:
+                detail += (f" ({self.estimated_tokens} of the tokens estimated from the text: the server reported no "
+                           "usage)")
+            self.end(TokenCap(detail))
+
+    def end(self, ended: AttemptEnded) -> None:
+        self.ended = self.ended or ended
+        self.stop.set()
+
+    def raise_ended(self) -> None:
+        if self.ended is not None:
+            raise self.ended
+
+
+# --- prompts ----------------------------------------------------------------------------------------------------------
+
+def opening(task: TaskSpec) -> str:
+    """The task as the first message of an attempt: its prompt, stub, entry file and module."""
+    stub = f"\n\nStarting point for {task.entry}:\n```python\n{task.stub}\n```" if task.stub else ""
+    return (
+        f"{task.prompt.strip()}{stub}\n\nTask id: {task.id}\n"
+        f"Write the solution to `{task.entry}` in the workspace; the tests import it as module `{task.module}`."
+    )
+
+
+def revision(verdict: Verdict, entry: str, ask: str = "") -> str:
+    """The message that starts a revision round: the real error tail of the tests."""
+    return (
+        f"The tests failed ({verdict.tests_passed}/{verdict.tests_total} passed, {verdict.error_kind}):\n"
+        f"{tail(verdict.error_tail)}\n\nThe tests are correct, fix the code in {entry}.{ask}"
+    )
+
+
+# --- the rounds -------------------------------------------------------------------------------------------------------
+
+class Driver(Protocol):
+    """What writes the entry file; entered for the attempt's whole run (a transcript, a proxy registration)."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def write(self, attempt: "AttemptCore", number: int) -> None:
+        """Round `number`: have the entry file written (the revision follows `attempt.verdict`)."""
+
+    def missing(self, attempt: "AttemptCore", number: int) -> AttemptEnded:
+        """Why the entry file is missing after round `number`."""
+
+    def row_fields(self) -> dict[str, Any]:
+        """The driver's own columns of the row (models, delegations, the agent...)."""
+
+
+async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Any) -> Verdict:
+    """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
+    test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
+    stop = threading.Event()
+    job = asyncio.ensure_future(asyncio.to_thread(judge, task, source, keep_dir=keep_dir, stop=stop))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        stop.set()
+        while not job.done():  # a second cancel (the night's grace ending) still waits for the kill, ~0.1 s
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([job])
+        raise
+
+
+class AttemptCore:
+    """The state of one task attempt and its rounds; `run(driver)` returns its row."""
+
+    def __init__(self, task: TaskSpec, budgets: Budgets, layout: AttemptLayout, *, run_id: str, cycle: int,
+                 judge: Judge, on_call: Callable[[CallRow], None], totals: CallTotals | None = None,
+                 on_step: Callable[[int, str], None] | None = None) -> None:
+        self.task, self.budgets, self.layout, self.run_id, self.cycle = task, budgets, layout, run_id, cycle
+        self.judge = judge
+        self.ledger = Ledger(task.max_calls or budgets.max_calls, budgets.max_completion_tokens, on_call, totals)
+        self.on_step: Callable[[int, str], None] = on_step or (lambda round_, role: None)
+        """Told (round, role) as each call starts and (round, "tests") as the tests start: the live view's step."""
+        self.workspace = layout.workspace
+        self.entry = self.workspace / task.entry
+        self.seconds = task.budget_seconds or budgets.task_seconds
+        self.reserve = min(budgets.final_test_seconds, self.seconds / 4)
+        """Part of the wall budget kept for testing the last written solution once time runs out."""
+        self.round = 0
+        self.verdict: Verdict | None = None
+        self.judged_source: str | None = None
+        self.test_seconds = 0.0
+        self.clock = time.monotonic()
+
+    def left(self) -> float:
+        """Seconds left of the wall budget."""
+        return self.seconds - (time.monotonic() - self.clock)
+
+    async def run(self, driver: Driver, route: str = "") -> TaskRow:
+        started_at, self.clock = time.time(), time.monotonic()
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        async with driver:
+            ending = await self._guarded(self._rounds(driver), self.seconds - self.reserve)
+            assert ending is not None
+            if ending.outcome not in ("pass", "fail", "harness_error") and self._unjudged():
+                judged_left = await self._guarded(self._judge(), self.left())
+                if judged_left is not None and judged_left.outcome == "harness_error":
+                    ending = judged_left
+        return task_row(
+            self.task, run_id=self.run_id, cycle=self.cycle, started_at=started_at,
+            duration_s=time.monotonic() - self.clock, ending=self._with_verdict(ending), totals=self.ledger.totals,
+            route=route, rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
+            **driver.row_fields(),
+        )
+
+    async def _rounds(self, driver: Driver) -> Ending:
+        for number in range(1, self.budgets.max_rounds + 1):
+            self.round = number
+            await driver.write(self, number)
+            self.ledger.raise_ended()
+            if not self.entry.is_file():
+                raise driver.missing(self, number)
+            if (ending := final(await self._judge())) is not None:
+                return ending
+        return Ending("fail")
+
+    async def _guarded(self, work: Awaitable[Any], seconds: float) -> Ending | None:
+        """Await `work` within `seconds`; every way it can end early becomes an Ending here only."""
+        try:
+            async with asyncio.timeout(max(seconds, 0)) as deadline:
+                done = await work
+                return done if isinstance(done, Ending) else None
+        except AttemptEnded as ended:
+            return ended.ending
+        except TimeoutError:
+            if deadline.expired():
+                return Ending("timeout", "", f"wall budget of {self.seconds:g} s spent")
+            return Ending("harness_error", "TimeoutError", traceback.format_exc())
+        except Exception as error:
+            return Ending("harness_error", type(error).__name__, traceback.format_exc())
+
+    def _unjudged(self) -> bool:
+        return self.entry.is_file() and self.entry.read_text(errors="replace") != self.judged_source
+
+    async def _judge(self) -> Verdict:
+        source = self.entry.read_text(errors="replace")
+        self.on_step(self.round, "tests")
+        verdict = await judged(self.judge, self.task, source, self.layout.round(max(self.round, 1)))
+        self.verdict, self.judged_source = verdict, source
+        self.test_seconds += verdict.duration_s
+        return verdict
+
+    def _with_verdict(self, ending: Ending) -> Ending:
+        """A failed verdict's error explains a plain fail, and is added to any other model-side ending."""
+        verdict = self.verdict
+        if verdict is None or verdict.result == "pass" or ending.outcome in ("infra_error", "harness_error"):
+            return ending
+        if ending.outcome == "fail":
+            return Ending("fail", verdict.error_kind, verdict.error_tail)
+        detail = f"{ending.detail}\n{verdict.error_tail}".strip()
+        return Ending(ending.outcome, ending.kind or verdict.error_kind, detail)
+
+
+def task_row(task: TaskSpec, *, run_id: str, cycle: int, started_at: float, duration_s: float, ending: Ending,
+             totals: CallTotals, route: str = "", rounds: int = 0, verdict: Verdict | None = None,
+             test_seconds: float = 0.0, **driver_fields: Any) -> TaskRow:
+    """The one place an attempt becomes its tasks.csv row, finished or cut short."""
+    return TaskRow(
+        run_id=run_id, cycle=cycle, task_id=task.id, suite=task.suite, route=route, started_at=started_at,
+        ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
+        tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
+        test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
+        suspicious=verdict.suspicious if verdict else "", **totals.row_fields(), **driver_fields,
+    )
