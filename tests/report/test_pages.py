@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from test_report import browser, needs_browser, open_in_browser
 
 from soak.cli import main
 from soak.llm.integrity import path_escapes
@@ -22,6 +21,7 @@ from soak.report.pages import slug
 from soak.report.render import render_report
 from soak.report.synth import build_run
 from tests.helpers import EXERCISM_SUITE
+from tests.report.test_render import browser, needs_browser, open_in_browser
 
 SUITE = EXERCISM_SUITE
 MARKER = "broken on purpose"
@@ -313,10 +313,9 @@ def test_sim_pages_in_a_real_browser(sim_runs: dict[str, Path], tmp_path: Path) 
 
 
 def test_route_names_a_problem_revision_never_fixes() -> None:
-    from test_report import task
-
     from soak.decisions.route import RouteRules, decide, revision_counts
     from soak.record.summary import problem_table
+    from tests.report.test_render import task
 
     tasks = pd.DataFrame([t.model_dump() for t in [
         *(task(task_id="stuck", cycle=c, outcome="fail", rounds=2) for c in range(3)),
@@ -330,9 +329,8 @@ def test_route_names_a_problem_revision_never_fixes() -> None:
 
 
 def test_external_agent_attempt_shows_its_output_and_logs(tmp_path: Path) -> None:
-    from test_report import task, write
-
     from soak.record.schema import TaskRow
+    from tests.report.test_render import task, write
 
     run = tmp_path / "agent-night"
     round_1 = run / "work" / "two-fer" / "0" / "round-1"
