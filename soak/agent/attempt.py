@@ -185,10 +185,11 @@ class Ledger:
 # --- prompts ----------------------------------------------------------------------------------------------------------
 
 def opening(task: TaskSpec) -> str:
-    """The task as the first message of an attempt: its prompt, stub, entry file and module."""
+    """The task as the first message of an attempt: its prompt, stub, entry file and module. Not its id: that helps
+    nobody solve it and is a key to search the disk for the task's folder with."""
     stub = f"\n\nStarting point for {task.entry}:\n```python\n{task.stub}\n```" if task.stub else ""
     return (
-        f"{task.prompt.strip()}{stub}\n\nTask id: {task.id}\n"
+        f"{task.prompt.strip()}{stub}\n\n"
         f"Write the solution to `{task.entry}` in the workspace; the tests import it as module `{task.module}`."
     )
 

@@ -98,7 +98,8 @@ def test_clean_pass_delegate(task: TaskSpec, sim: SimServer, tmp_path: Path):
     assert (result.workdir / "round-1" / "test_output.txt").is_file()
     lines = result.transcript()
     assert [line["thread"] for line in lines] == ["orchestrator"] * 3 + ["coder-1"] * 5 + ["orchestrator"] * 2
-    assert f"Task id: {TASK}" in lines[1]["content"] and "solution.py" in lines[1]["content"]
+    assert task.prompt.strip() in lines[1]["content"] and "solution.py" in lines[1]["content"]
+    assert TASK not in lines[1]["content"]  # the id is a search key for the task's folder, not a help
     assert all(c.integrity in ("ok", "none") and c.ttft_s is not None for c in result.calls)
 
 

@@ -460,8 +460,8 @@ def test_soak_check_cli(tmp_path):
     passed = runner.invoke(main, ["check", "--task", str(WORD_FREQUENCY), "--solution", str(good), "--json"])
     assert passed.exit_code == 0, passed.output
     verdict = json.loads(passed.output)
-    assert {"outcome", "tests_passed", "tests_total", "duration_s", "error_kind", "error_tail"} <= set(verdict)
-    assert (verdict["outcome"], verdict["tests_passed"], verdict["tests_total"]) == ("pass", 7, 7)
+    assert {"result", "tests_passed", "tests_total", "duration_s", "error_kind", "error_tail"} <= set(verdict)
+    assert (verdict["result"], verdict["tests_passed"], verdict["tests_total"]) == ("pass", 7, 7)
     failed = runner.invoke(main, ["check", "--task", str(WORD_FREQUENCY), "--solution", str(bad)])
     assert failed.exit_code == 1 and "fail:" in failed.output and "AssertionError" in failed.output
     missing = runner.invoke(main, ["check", "--task", "no-such-task", "--suite", "builtin", "--solution", str(bad)])

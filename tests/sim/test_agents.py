@@ -10,6 +10,7 @@ from typing import Any
 import openai
 import pytest
 
+from soak.agent.attempt import opening
 from soak.paths import builtin_tasks_dir
 from soak.sim.agents import SUBMIT, tool_failed
 from soak.sim.reply import role_of
@@ -135,12 +136,6 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def task(suite: str) -> Any:
     return next(t for t in load_suites(suite) if t.id == "word-frequency")
-
-
-def opening(task: Any) -> str:
-    """The task as soak's agent mode hands it to an agent (soak.agent.loop.opening)."""
-    return (f"{task.prompt.strip()}\n\nTask id: {task.id}\nWrite the solution to `{task.entry}` in the workspace; "
-            f"the tests import it as module `{task.module}`.")
 
 
 @pytest.fixture

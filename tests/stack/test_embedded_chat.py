@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from soak.agent.loop import CODER_SYSTEM, opening
+from soak.agent.attempt import opening
+from soak.agent.loop import CODER_SYSTEM
 from soak.agent.tools import CODER_TOOLS
 from soak.tasks.suites import load_suites
 
