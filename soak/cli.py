@@ -412,7 +412,8 @@ def engine() -> None:
 def engine_setup(name: str) -> None:
     """Prepare an engine: vllm gets its own venv and a bf16 copy of the model, llama-server is compiled into a venv
     of its own; llama-cpp-python only checks the `local` extra. Idempotent and fast when cached."""
-    from soak.stack.engines import cache_dir, setup_llama_cpp_python, setup_llama_server, setup_vllm
+    from soak.stack.engines import setup_llama_cpp_python, setup_llama_server, setup_vllm
+    from soak.venvs import cache_dir
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -433,7 +434,8 @@ def engine_setup(name: str) -> None:
 def engine_serve(name: str, port: int, host: str, extra: tuple[str, ...]) -> None:
     """Run the server in the foreground (it replaces this process: fit for an `up` command).
     Arguments after the options go to the server, e.g. `-- --max-num-seqs 4`."""
-    from soak.stack.engines import cache_dir, serve
+    from soak.stack.engines import serve
+    from soak.venvs import cache_dir
 
     serve(name, host, port, [a for a in extra if a != "--"], cache_dir())
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from soak.errors import BadInput
-from soak.stack.engines import CachedVenv, cache_dir
+from soak.venvs import CachedVenv, cache_dir
 
 
 class Adapter(BaseModel):

