@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from soak.agent.attempt import AttemptCore, CallTotals, InfraFailure, Judge, NoArtifact, opening, revision
-from soak.agent.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS, fenced_code, refusal, run_file_tool
+from soak.agent.tools import fenced_code, refusal, run_file_tool
 from soak.config import Budgets, Mode
 from soak.llm.client import CallContext, CallResult, ChatModel
 from soak.llm.integrity import ToolCall, judge_call, required_params
+from soak.llm.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS
 from soak.record.layout import AttemptLayout
 from soak.record.schema import CallRow, Integrity, Role, TaskRow
 from soak.record.transcript import TranscriptLine, append_line

@@ -1,4 +1,5 @@
-"""The tools soak's own loop offers each role, their replies, and the fenced-code fallback."""
+"""Running the tools of soak's own loop (their schemas are `llm.tools`): the file tools inside the workspace, the
+refusal that answers a bad call, and the fenced-code fallback."""
 
 from pathlib import Path
 from typing import Any
@@ -8,47 +9,6 @@ from soak.record.schema import Integrity
 
 PYTHON_FENCES = ("", "python", "python3", "py")
 READ_CHARS = 50_000
-
-
-def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {key: {"type": "string", "description": text} for key, text in params.items()},
-                "required": list(params),
-            },
-        },
-    }
-
-
-DELEGATE = _tool(
-    "delegate",
-    "Hand a coding job to the coder, who writes files in the task workspace. Returns the coder's report.",
-    instructions="What the coder must do: the files to write and the behaviour required.",
-)
-WRITE_FILE = _tool(
-    "write_file",
-    "Write a whole file in the task workspace (creates or replaces it).",
-    path="File path relative to the workspace, e.g. solution.py.",
-    content="The complete file content.",
-)
-READ_FILE = _tool("read_file", "Read a file from the task workspace.", path="File path relative to the workspace.")
-ORCHESTRATOR_TOOLS = [DELEGATE]
-CODER_TOOLS = [WRITE_FILE, READ_FILE]
-
-
-
-
-
-
-
-
-
-
 
 
 def signature(tool: dict[str, Any]) -> str:

@@ -9,11 +9,11 @@ from typing import Any
 import httpx2
 import openai
 
-from soak.agent.tools import CODER_TOOLS
 from soak.config import Endpoint, SoakConfig
 from soak.decisions.gate import GateResult, Probe, run_gates
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
+from soak.llm.tools import CODER_TOOLS
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from soak.agent.loop import run_task
-from soak.agent.tools import CODER_TOOLS, fenced_code
+from soak.agent.tools import fenced_code
 from soak.config import Budgets, Endpoint
 from soak.llm.client import ChatEndpoint
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.scripted import Say, ScriptedModel
+from soak.llm.tools import CODER_TOOLS
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.scenario import Scenario
 from soak.sim.server import SimServer

@@ -7,7 +7,7 @@ import pytest
 
 from soak.agent.attempt import opening
 from soak.agent.loop import CODER_SYSTEM
-from soak.agent.tools import CODER_TOOLS
+from soak.llm.tools import CODER_TOOLS
 from soak.tasks.suites import load_suites
 
 embedded_chat = pytest.importorskip("soak.stack.embedded_chat", reason="needs the `local` extra (llama-cpp-python)")
