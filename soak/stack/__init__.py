@@ -1,2 +1,3 @@
 """The model servers: starting, health-checking and restarting them, the real engines and the embedded
-default, and the telemetry samplers (host memory, server RSS, GPU, `/metrics`). Imports config and record only."""
+default, and the telemetry samplers (host memory, server RSS, GPU, `/metrics`). Imports config, record, errors and
+venvs."""

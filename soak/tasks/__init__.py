@@ -1,2 +1,2 @@
 """Tasks: the format (`spec`) and the suite loaders (`suites`: builtin, humaneval, exercism:PATH, dir:PATH).
-Imports config, errors, files and paths."""
+Imports errors, files, paths and python_ast."""
