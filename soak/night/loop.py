@@ -169,7 +169,7 @@ class Runner(RowListener):
     ):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
         self.readiness = readiness
-        """What a pause waits on (soak.session: the stack supervisor and/or an endpoint probe)."""
+        """What a pause waits on (made in `wiring`: the stack supervisor and/or an endpoint probe)."""
         self.session = len(info.sessions)
         self.retry = frozenset(retry)
         """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""

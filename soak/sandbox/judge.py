@@ -2,7 +2,7 @@
 
 Every run gets a fresh workspace holding the task's test files, their helpers and the solution, written fresh;
 pytest runs there with `-I`, an empty ini (`-c`), `--noconftest` and only explicitly named test files, so nothing
-the solution writes configures pytest. The process is contained by soak.jail (the strongest isolation the host
+the solution writes configures pytest. The process is contained by `jail` (the strongest isolation the host
 offers, recorded in the verdict; rlimits, wall timeout, workspace size cap, capped output, allowlisted environment);
 under bubblewrap the test files, their helpers and `__pycache__` are bound read-only.
 
