@@ -124,8 +124,9 @@ def test_busy_server_is_left_alone_until_silent_past_the_hung_limit(tmp_path):
     async def freeze_until_restarted(supervisor):
         frozen = supervisor.pids()["web"]
         os.kill(frozen, signal.SIGSTOP)
+        # The restart stops the frozen server synchronously (SIGTERM, up to 5 s, then SIGKILL), holding the loop.
         await until(lambda: supervisor.pids().get("web") not in (None, frozen) and supervisor.ready.is_set(),
-                    timeout=10, interval=0.1, what="the hung server restarted")
+                    timeout=30, interval=0.1, what="the hung server restarted")
 
     _, strict = run_stack([static_server(tmp_path / "b")], tmp_path / "b", freeze_until_restarted,
                           health_timeout_seconds=0.3, hung_after_seconds=1)
