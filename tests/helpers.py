@@ -1,8 +1,64 @@
 """What many tests share: where the fixtures are, and one way to wait for something to happen."""
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    retry_if_not_result,
+    stop_after_delay,
+    wait_fixed,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 EXERCISM_SUITE = f"exercism:{FIXTURES / 'exercism'}"
 """The small Exercism fixture suite the simulated coder knows (tests do not depend on the bank)."""
+
+T = TypeVar("T")
+
+
+def _policy(timeout: float, interval: float, what: str, ignoring: tuple[type[Exception], ...],
+            detail: Callable[[], str] | None) -> dict[str, Any]:
+    """Retry while the condition is falsy (or raises one of `ignoring`); fail the test naming `what` at the end."""
+
+    def timed_out(state: RetryCallState) -> None:
+        last = state.outcome.exception() if state.outcome else None
+        raised = f" (last: {last!r})" if last else ""
+        pytest.fail(f"timed out after {timeout:g} s waiting for {what}{raised}{'; ' + detail() if detail else ''}")
+
+    return dict(stop=stop_after_delay(timeout), wait=wait_fixed(interval), retry_error_callback=timed_out,
+                retry=retry_if_not_result(bool) | retry_if_exception_type(ignoring))
+
+
+def _alive(process: subprocess.Popen | None, what: str, detail: Callable[[], str] | None) -> None:
+    if process is not None and process.poll() is not None:
+        pytest.fail(f"the process exited ({process.returncode}) before {what}{'; ' + detail() if detail else ''}")
+
+
+def wait_until(condition: Callable[[], T], *, timeout: float, what: str, interval: float = 0.05,
+               process: subprocess.Popen | None = None, ignoring: tuple[type[Exception], ...] = (),
+               detail: Callable[[], str] | None = None) -> T:
+    """The first truthy value of `condition()`, polled every `interval` s. The test fails naming `what` after
+    `timeout` s, or at once with its exit code when `process` exits first; `detail()` adds context to a failure."""
+
+    def check() -> T:
+        _alive(process, what, detail)
+        return condition()
+
+    return Retrying(**_policy(timeout, interval, what, ignoring, detail))(check)
+
+
+async def until(condition: Callable[[], T], *, timeout: float, what: str, interval: float = 0.05) -> T:
+    """`wait_until` inside an event loop: the loop runs on between checks."""
+
+    async def check() -> T:
+        return condition()
+
+    return await AsyncRetrying(**_policy(timeout, interval, what, (), None))(check)

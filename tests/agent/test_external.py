@@ -1,7 +1,11 @@
-"""Real external agents (hermes-agent, mini-swe-agent, aider from PyPI, each in its own venv) soaked through soak's
-recording proxy against `soak sim`: proxied calls recorded, passes, a revision round, the call cap, the wall budget,
-containment and the user's key. The agents are installed by `soak agent setup` (CI runs it first; here it is
-idempotent and fast once cached in $SOAK_CACHE_DIR, by default /tmp/soak-engine-cache)."""
+"""External agents (mode `agent`) soaked through soak's recording proxy against `soak sim`.
+
+The fast tests drive `soak run --agent "<command line>"` with a small Python agent of their own against the in-process
+sim: passes, a revision round with the real error, the call cap, an agent that exits without the file. The slow ones
+run the real agents (hermes-agent, mini-swe-agent, aider from PyPI, each in its own venv): proxied calls recorded,
+passes, a revision round, the call cap, the wall budget, containment and the user's key. Those are installed by
+`soak agent setup` (CI runs it first; here it is idempotent and fast once cached in $SOAK_CACHE_DIR, by default
+/tmp/soak-engine-cache)."""
 
 import json
 import os
@@ -20,8 +24,6 @@ from soak.sandbox.judge import isolation_kind
 from soak.sim.scenario import Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
 from tests.helpers import EXERCISM_SUITE
-
-pytestmark = pytest.mark.slow
 
 SUITE = EXERCISM_SUITE
 CACHE = os.environ.get("SOAK_CACHE_DIR") or "/tmp/soak-engine-cache"
@@ -97,6 +99,109 @@ def tables(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.read_csv(run / "tasks.csv"), pd.read_csv(run / "calls.csv")
 
 
+# --- a small agent of the test's own against the in-process sim -------------------------------------------------------
+
+PY_AGENT = """\
+# A coding agent in a few lines: the prompt to the model with a write_file tool, each call done in the workspace and
+# answered, until the model replies in text. It prints its prompt (soak keeps round-N/agent/output.txt).
+# With `exit N` it exits N after the first reply instead, having written nothing.
+import json
+import sys
+import urllib.request
+
+prompt_file, base_url, api_key, model, *gives_up = sys.argv[1:]
+with open(prompt_file) as file:
+    prompt = file.read()
+print(prompt, flush=True)
+params = {"type": "object", "required": ["path", "content"],
+          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
+tools = [{"type": "function", "function": {"name": "write_file", "description": "Write a file.", "parameters": params}}]
+messages = [{"role": "user", "content": prompt}]
+while True:
+    body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
+    request = urllib.request.Request(base_url + "/chat/completions", data=body, headers={
+        "Authorization": "Bearer " + api_key, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        message = json.load(response)["choices"][0]["message"]
+    if gives_up:
+        print("py-agent: giving up", file=sys.stderr)
+        sys.exit(int(gives_up[1]))
+    messages.append(message)
+    if not message.get("tool_calls"):
+        break
+    for call in message["tool_calls"]:
+        arguments = json.loads(call["function"]["arguments"])
+        with open(arguments["path"], "w") as file:
+            file.write(arguments["content"])
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "wrote " + arguments["path"]})
+"""
+
+
+def py_night(soak, fast_sim, tmp_path: Path, *, tasks: int = 2, budgets: str = "", gives_up: int | None = None,
+             **scenario) -> Path:
+    """`soak run --agent "<python agent>"` against a fresh in-process sim (scenario fields as keywords); the run
+    folder. `gives_up`: the agent exits with this code after the model's first reply."""
+    agent = tmp_path / "py_agent.py"
+    agent.write_text(PY_AGENT)
+    _, url = fast_sim(**scenario)
+    config = tmp_path / "soak.toml"
+    config.write_text(f"[budgets]\n{budgets}\n")
+    command = f"{sys.executable} -I {agent} {{prompt_file}} {{base_url}} {{api_key}} {{model}}"
+    if gives_up is not None:
+        command += f" exit {gives_up}"
+    result = soak("run", "--config", str(config), "--agent", command, "--base-url", url, "--model",
+                  "soak-sim", "--suite", SUITE, "--tasks", str(tasks), "--quiet", "--run-id", "py")
+    assert result.exit_code == 0, result.output
+    return tmp_path / "data" / "py"
+
+
+def test_a_python_agent_passes_with_every_call_recorded_by_the_proxy(soak, fast_sim, tmp_path):
+    run = py_night(soak, fast_sim, tmp_path)
+    tasks, calls = tables(run)
+    assert tasks["outcome"].tolist() == ["pass", "pass"], tasks[["task_id", "outcome", "error_tail"]]
+    assert (tasks["rounds"] == 1).all() and (tasks["agent_exit"] == 0).all()
+    assert (tasks["tests_passed"] == tasks["tests_total"]).all() and (tasks["tests_total"] > 0).all()
+    # Two calls an attempt (the write, then the text answer), each a row of role `agent` judged against the
+    # agent's own write_file tool.
+    assert (tasks["agent_calls"] == 2).all() and len(calls) == 4
+    assert calls.groupby("task_id").size().to_dict() == dict.fromkeys(tasks["task_id"], 2)
+    assert set(calls["role"]) == {"agent"} and (calls["status"] == "ok").all()
+    assert sorted(calls["integrity"]) == ["none", "none", "ok", "ok"]
+    assert (calls["prompt_tokens"] > 0).all() and (calls["completion_tokens"] > 0).all()
+    assert calls["completion_tokens"].sum() == tasks["completion_tokens"].sum()
+
+
+def test_a_failed_round_is_revised_with_the_real_error_in_the_next_prompt(soak, fast_sim, tmp_path):
+    run = py_night(soak, fast_sim, tmp_path, tasks=1, coder={"p_correct": 0.0, "p_fix": 1.0})
+    tasks, calls = tables(run)
+    assert tasks["outcome"].tolist() == ["pass"] and tasks["rounds"].tolist() == [2], tasks["error_tail"]
+    assert tasks["agent_calls"].tolist() == [4] and len(calls) == 4
+    attempt = next(run.glob("work/*/*"))
+    failed = (attempt / "round-1" / "test_output.txt").read_text()
+    first, second = ((attempt / f"round-{n}" / "agent" / "output.txt").read_text() for n in (1, 2))
+    assert "The tests failed" not in first and "The tests failed (" in second
+    error = next(line for line in failed.splitlines() if line.startswith("E "))
+    assert error.strip() in second, (error, second)
+
+
+def test_the_call_cap_ends_a_python_agent_at_the_proxy_and_its_file_is_still_judged(soak, fast_sim, tmp_path):
+    run = py_night(soak, fast_sim, tmp_path, tasks=1, budgets="max_calls = 1")
+    tasks, calls = tables(run)
+    assert tasks["outcome"].tolist() == ["call_cap"] and tasks["agent_calls"].tolist() == [1] and len(calls) == 1
+    assert tasks["tests_passed"].iloc[0] == tasks["tests_total"].iloc[0] > 0  # what it wrote before the cap
+
+
+@pytest.mark.parametrize(("code", "outcome"), [(3, "agent_error"), (0, "no_artifact")])
+def test_an_agent_that_ends_without_the_file(code, outcome, soak, fast_sim, tmp_path):
+    run = py_night(soak, fast_sim, tmp_path, tasks=1, gives_up=code)
+    tasks, calls = tables(run)
+    row = tasks.iloc[0]
+    assert (row["outcome"], row["agent_exit"], row["rounds"], row["agent_calls"]) == (outcome, code, 1, 1)
+    assert len(calls) == 1 and "py-agent: giving up" in row["error_tail"]
+    assert not list(run.glob("work/*/*/workspace/*.py")), "nothing was written"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["hermes", "mini-swe-agent", "aider"])
 def test_real_agent_night_passes_with_every_call_recorded_by_the_proxy(agent, installed, sim, tmp_path):
     run = night(tmp_path, sim("clean"), installed(agent))
@@ -117,6 +222,7 @@ def test_real_agent_night_passes_with_every_call_recorded_by_the_proxy(agent, in
     assert "output.txt" in kept and kept - {"output.txt"}, kept
 
 
+@pytest.mark.slow
 def test_a_failed_first_round_is_revised_by_the_agent_with_the_real_error(installed, sim, tmp_path):
     run = night(tmp_path, sim("revise"), installed("hermes"), tasks=2)
     tasks, _ = tables(run)
@@ -127,6 +233,7 @@ def test_a_failed_first_round_is_revised_by_the_agent_with_the_real_error(instal
     assert "The tests failed" in prompt_of_round_2[0].read_text()
 
 
+@pytest.mark.slow
 def test_the_call_cap_ends_the_attempt_at_the_proxy(installed, sim, tmp_path):
     run = night(tmp_path, sim("clean"), installed("hermes"), tasks=1, budgets="max_calls = 1")
     tasks, calls = tables(run)
@@ -134,6 +241,7 @@ def test_the_call_cap_ends_the_attempt_at_the_proxy(installed, sim, tmp_path):
     assert len(calls) == 1 and tasks["agent_calls"].tolist() == [1]
 
 
+@pytest.mark.slow
 def test_the_wall_budget_kills_a_sleeping_agent_and_its_whole_tree(sim, tmp_path):
     marker = f"soak-sleeper-{uuid.uuid4().hex}"
     # A shell that starts a grandchild and sleeps: every process of the tree inherits the marker.
@@ -151,6 +259,7 @@ def test_the_wall_budget_kills_a_sleeping_agent_and_its_whole_tree(sim, tmp_path
     assert [p for p in psutil.process_iter() if marked(p)] == []
 
 
+@pytest.mark.slow
 def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_the_key(sim, tmp_path):
     if isolation_kind() != "bwrap":
         if IN_CI:
@@ -175,6 +284,7 @@ def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_t
     assert "refused" in upstream and proxy.endswith("reached"), (upstream, proxy)
 
 
+@pytest.mark.slow
 def test_the_report_names_the_agent_and_the_users_key_appears_in_no_record_log_or_report(installed, sim, tmp_path):
     run = night(tmp_path, sim("clean"), installed("hermes"), tasks=2)
     report = tmp_path / "report.html"

@@ -23,7 +23,7 @@ from soak.record.read import read_rows
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 from soak.stack.servers import free_port
 from soak.tasks.spec import TaskSpec
-from tests.helpers import REPO
+from tests.helpers import REPO, wait_until
 
 TASK_IDS = [f"task-{i}" for i in range(6)]
 
@@ -529,11 +529,6 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
     def rows_written() -> int:
         return tasks_csv.read_bytes().count(b"\n") if tasks_csv.exists() else 0
 
-    def wait_for(condition, process) -> None:
-        while not condition():
-            assert process.poll() is None, f"the child exited ({process.returncode}) before its kill"
-            time.sleep(0.005)
-
     killed = 0
     try:
         for _ in range(6):
@@ -541,8 +536,10 @@ def test_kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing(tmp_p
             # the other attempts are mid-flight; 6 kills of at most 12 rows each never reach the 120 the run needs.
             sessions, rows, after = len(folder.read_info().sessions), rows_written(), rng.randint(0, 12)
             process = subprocess.Popen([sys.executable, str(child), str(folder.path)], stdout=subprocess.DEVNULL)
-            wait_for(lambda: len(folder.read_info().sessions) > sessions, process)  # noqa: B023
-            wait_for(lambda: rows_written() >= rows + after, process)  # noqa: B023
+            wait_until(lambda: len(folder.read_info().sessions) > sessions, timeout=60, interval=0.005,  # noqa: B023
+                       what="the child's session", process=process)
+            wait_until(lambda: rows_written() >= rows + after, timeout=60, interval=0.005,  # noqa: B023
+                       what=f"{after} more rows before the kill", process=process)
             process.kill()
             process.wait()
             assert folder.read_info().sessions[-1].stopped_at is None, "the session ended before its kill"
@@ -711,9 +708,7 @@ def test_detach_status_stop_from_other_processes(tmp_path):
         assert "detached" in started.stdout
         pid = read_pid(folder)
         assert pid and os.getsid(pid) == pid  # its own session: closing the terminal does not reach it
-        deadline = time.time() + 90
-        while len(tasks_of(folder)) < 2 and time.time() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: len(tasks_of(folder)) >= 2, timeout=90, interval=0.2, what="two tasks of the detached run")
         status = cli("status", "night").stdout
         assert "run night: running" in status and "done" in status and "left" in status
         assert "night" in cli("runs").stdout and "running" in cli("runs").stdout

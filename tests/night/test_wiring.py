@@ -8,7 +8,7 @@ import pytest
 
 from soak.decisions.route import load_routing
 from soak.stack.servers import EMBEDDED_SERVER, free_port
-from tests.helpers import EXERCISM_SUITE
+from tests.helpers import EXERCISM_SUITE, wait_until
 
 SUITE = EXERCISM_SUITE
 
@@ -120,7 +120,6 @@ def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir, so
 def test_metrics_port_serves_the_night_while_it_runs(tmp_path, data_dir):
     import os
     import subprocess
-    import time
 
     import httpx2
     from prometheus_client.parser import text_string_to_metric_families
@@ -135,19 +134,16 @@ def test_metrics_port_serves_the_night_while_it_runs(tmp_path, data_dir):
         run = subprocess.Popen([str(soak_bin), "run", "--base-url", url, "--model", "soak-sim", "--suite", SUITE,
                                 "--tasks", "8", "--quiet", "--metrics-port", str(port)],
                                env={**os.environ, "SOAK_DATA_DIR": str(data_dir)}, stdout=subprocess.DEVNULL)
-        finished = 0.0
+
+        def finished() -> float:
+            text = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                       if s.name == "soak_tasks_total")
+
         try:
-            deadline = time.monotonic() + 60
-            while run.poll() is None and time.monotonic() < deadline and not finished:
-                try:
-                    text = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-                except httpx2.HTTPError:
-                    time.sleep(0.1)
-                    continue
-                finished = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                               if s.name == "soak_tasks_total")
-                time.sleep(0.1)
+            # Scraped mid-run: the exporter counts what the run has recorded so far.
+            wait_until(finished, timeout=60, interval=0.1, what="a finished task at /metrics", process=run,
+                       ignoring=(httpx2.HTTPError,))
             assert run.wait(timeout=60) == 0
         finally:
             run.kill()
-    assert finished >= 1  # scraped mid-run: the exporter counts what the run has recorded so far

@@ -19,7 +19,7 @@ from soak.sandbox.judge import Events, judge, read_events, sign
 from soak.sandbox.validate import always_equal_source, solution_names
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, wait_until
 
 ATTACKS = FIXTURES / "tamper"
 HOST = sandbox.isolation_kind()
@@ -337,11 +337,7 @@ def test_stop_kills_the_tests_and_every_child_at_once(kind):
     worker = threading.Thread(target=lambda: result.update(
         verdict=judge(task, textwrap.dedent(SLOW_TEST.format(marker=marker)), kind=kind, stop=stop)))
     worker.start()
-    deadline = time.monotonic() + 60
-    while not marked(marker) and time.monotonic() < deadline:  # the child is up: the test is running
-        time.sleep(0.02)
-    child = marked(marker)
-    assert child, "the test never started"
+    child = wait_until(lambda: marked(marker), timeout=60, interval=0.02, what="the test's child (the test running)")
     pytest_process = child[0].parent()
     assert pytest_process is not None and "pytest" in " ".join(pytest_process.cmdline())
     stop.set()

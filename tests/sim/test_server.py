@@ -21,6 +21,7 @@ from soak.sim.scenario import builtin_scenarios
 from soak.sim.server import CRASH_EXIT_CODE, Scenario, SimServer, load_scenario, start_subprocess
 from soak.stack.servers import free_port
 from soak.tasks.suites import load_suites
+from tests.helpers import wait_until
 
 
 def tool(name: str, *params: str) -> dict[str, Any]:
@@ -363,10 +364,8 @@ def test_llama_cpp_python_flavour(serve, tasks) -> None:
     finished = len(sim.stats.records)
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(coder_stream, sim)
-        for _ in range(1000):  # until the chat holds the model (it then waits out its 0.6 s to the first token)
-            if sim.recorder.running:
-                break
-            time.sleep(0.005)
+        # The chat holds the model (it then waits out its 0.6 s to the first token).
+        wait_until(lambda: sim.recorder.running, timeout=5, interval=0.005, what="the chat holding the model")
         assert sim.recorder.running == 1 and len(sim.stats.records) == finished
         httpx2.get(f"{sim.base_url}/models", timeout=5).raise_for_status()
         assert len(sim.stats.records) == finished + 1, "/v1/models answered while the chat was running"
@@ -529,11 +528,7 @@ def test_crash_in_thread_cuts_connections_and_refuses(serve) -> None:
     assert coder_stream(sim)["finish"] == "tool_calls"
     with pytest.raises(openai.APIConnectionError):
         coder_stream(sim)
-    for _ in range(200):
-        if not sim.running:
-            break
-        time.sleep(0.02)
-    assert not sim.running
+    wait_until(lambda: not sim.running, timeout=4, interval=0.02, what="the crashed sim to stop")
     with pytest.raises(openai.APIConnectionError):
         coder_stream(sim)
     port = int(sim.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
@@ -642,11 +637,8 @@ def test_busy_slots_make_requests_wait(serve) -> None:
     labels = (("engine", "0"), ("model_name", "soak-sim"))
 
     def wait_for(name: str, value: float) -> None:
-        for _ in range(400):
-            if metric_samples(sim)[(name, labels)] == value:
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"{name} never reached {value}")
+        wait_until(lambda: metric_samples(sim)[(name, labels)] == value, timeout=5, interval=0.005,
+                   what=f"{name} at {value:g}")
 
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(coder_stream, sim)

@@ -27,7 +27,7 @@ from soak.paths import builtin_tasks_dir
 from soak.record.schema import MODEL_OUTCOMES
 from soak.stack.engines import LLAMA_SERVER_PACKAGE, VLLM_VERSION, LlamaServerInstall, VllmInstall
 from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, free_port
-from tests.helpers import REPO
+from tests.helpers import REPO, wait_until
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -74,17 +74,9 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 
 def wait_http(url: str, process: subprocess.Popen, log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx2.get(url, timeout=5).status_code == 200:
-                return
-        except httpx2.HTTPError:
-            pass
-        time.sleep(2)
-    pytest.fail(f"{url} not healthy after {timeout:.0f} s: {log.read_text(errors='replace')[-2000:]}")
+    wait_until(lambda: httpx2.get(url, timeout=5).status_code == 200, timeout=timeout, interval=2,
+               what=f"{url} healthy", process=process, ignoring=(httpx2.HTTPError,),
+               detail=lambda: log.read_text(errors="replace")[-2000:])
 
 
 def stop_group(process: subprocess.Popen) -> None:
@@ -525,17 +517,18 @@ class TestLlamacpp:
     @staticmethod
     def server_once_busy(runner: subprocess.Popen, folder: Path) -> psutil.Process:
         """The llama.cpp server soak started, once the run has recorded its first call (a kill lands mid-run)."""
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert runner.poll() is None, runner.stdout.read() if runner.stdout else ""
-            calls = folder / "calls.csv"
-            if calls.exists() and len(rows(calls)) >= 1:
-                servers = [p for p in psutil.Process(runner.pid).children(recursive=True)
-                           if EMBEDDED_SERVER in " ".join(p.cmdline())]
-                if servers:
-                    return servers[0]
-            time.sleep(1)
-        pytest.fail("the run recorded no call within 300 s")
+        calls = folder / "calls.csv"
+
+        def server() -> psutil.Process | None:
+            if not calls.exists() or not rows(calls):
+                return None
+            return next((p for p in psutil.Process(runner.pid).children(recursive=True)
+                         if EMBEDDED_SERVER in " ".join(p.cmdline())), None)
+
+        # The runner's output is read only once it has exited (a live one would block the read).
+        return wait_until(server, timeout=300, interval=1, what="a recorded call and the embedded server",
+                          process=runner, ignoring=(psutil.NoSuchProcess,),
+                          detail=lambda: runner.stdout.read() if runner.poll() is not None else "")
 
 
 @pytest.mark.engine

@@ -9,6 +9,7 @@ import pytest
 from soak.config import Server, Stack
 from soak.errors import BadInput
 from soak.stack.servers import StackSupervisor, free_port, gpu_fraction_warning
+from tests.helpers import until
 
 
 def static_server(tmp_path, name="web") -> Server:
@@ -45,10 +46,8 @@ def test_dead_server_is_restarted_and_events_recorded(tmp_path):
     async def body(supervisor):
         first_pids.append(supervisor.pids()["web"])
         os.killpg(first_pids[0], signal.SIGKILL)
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            if not supervisor.ready.is_set():
-                break
+        await until(lambda: not supervisor.ready.is_set(), timeout=10, interval=0.1,
+                    what="the supervisor to notice the kill")
         assert await supervisor.wait_until_ready(20)
         assert supervisor.pids()["web"] != first_pids[0]
 
@@ -125,10 +124,9 @@ def test_busy_server_is_left_alone_until_silent_past_the_hung_limit(tmp_path):
     async def freeze_until_restarted(supervisor):
         frozen = supervisor.pids()["web"]
         os.kill(frozen, signal.SIGSTOP)
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            if supervisor.pids().get("web") not in (None, frozen) and supervisor.ready.is_set():
-                return
+        # The restart stops the frozen server synchronously (SIGTERM, up to 5 s, then SIGKILL), holding the loop.
+        await until(lambda: supervisor.pids().get("web") not in (None, frozen) and supervisor.ready.is_set(),
+                    timeout=30, interval=0.1, what="the hung server restarted")
 
     _, strict = run_stack([static_server(tmp_path / "b")], tmp_path / "b", freeze_until_restarted,
                           health_timeout_seconds=0.3, hung_after_seconds=1)

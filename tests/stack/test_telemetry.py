@@ -8,7 +8,7 @@ import pytest
 
 from soak.stack.servers import free_port
 from soak.stack.telemetry import Monitor, Sampler, ServerMetricsSource, default_samplers, parse_server_metrics
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, wait_until
 
 VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -94,12 +94,8 @@ def static_http(tmp_path):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            httpx2.get(f"http://127.0.0.1:{port}/")
-            break
-        except httpx2.HTTPError:
-            time.sleep(0.05)
+    wait_until(lambda: httpx2.get(f"http://127.0.0.1:{port}/"), timeout=10, what="the static HTTP server",
+               process=proc, ignoring=(httpx2.HTTPError,))
     yield f"http://127.0.0.1:{port}"
     proc.kill()
     proc.wait()
@@ -139,7 +135,6 @@ def test_metrics_scraped_from_the_sim_equal_what_it_served(fast_sim):
 def test_harness_tree_leaves_out_servers_and_cpu_spans_the_interval():
     import subprocess
     import sys
-    import time
 
     from soak.stack.telemetry import ProcessTrees, sample_processes
 
