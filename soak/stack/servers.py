@@ -231,7 +231,7 @@ class StackSupervisor:
             return
         backoff = min(60.0, 2.0 ** len(server.restarts))
         server.restarts.append(time.monotonic())
-        server.stop(grace=5.0)
+        await asyncio.to_thread(server.stop, grace=5.0)  # a hung server takes its grace: the night's loop goes on
         await asyncio.sleep(backoff)
         server.launch()
         self.emit("restart", name, f"attempt {len(server.restarts)} this hour, pid {server.pid}")
