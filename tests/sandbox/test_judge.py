@@ -4,11 +4,12 @@ the channel's cross-checks on forged lines, always-equal objects against the sui
 import hashlib
 import json
 import random
+import subprocess
+import sys
 import textwrap
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
@@ -72,7 +73,8 @@ CAUGHT = {
     "exit_at_import": (DOUBLE, "exited 0 without finishing the session"),
     "patch_testreport": (DOUBLE, "changed: _pytest.reports.TestReport.from_item_and_call"),
     "patch_call_and_report": (DOUBLE, "changed: _pytest.runner.call_and_report (now forged from solution.py)"),
-    "patch_recorder": (DOUBLE, "changed: soak.sandbox.plugin.ResultRecorder.pytest_runtest_makereport.__code__"),
+    "patch_recorder": (DOUBLE, "changed: soak.sandbox.plugin.recorder.ResultRecorder.pytest_runtest_makereport."
+                               "__code__"),
     "patch_code_of_test": (DOUBLE, "test_solution.test_three.__code__ (now code from solution.py"),
     "settrace_swap": (DOUBLE, "the code of test_solution.py::test_three is not the test file's"),
     "unittest_assert": (TWO_FER, "changed: unittest.case.TestCase.assertEqual (now <lambda> from two_fer.py)"),
@@ -363,9 +365,12 @@ def test_a_stop_set_before_judging_ends_at_once():
 
 
 def test_plugin_imports_nothing_from_the_harness():
-    # The sandbox loads the plugin by module name: it must stand alone (pytest, stdlib).
-    source = (Path(sandbox.__file__).parent / "plugin.py").read_text()
-    assert "from soak" not in source and "import soak" not in source
+    # The sandbox loads the plugin by module name: it must stand alone (pytest, stdlib, its own modules).
+    probe = "import sys, soak.sandbox.plugin; print(' '.join(sorted(m for m in sys.modules if m.startswith('soak'))))"
+    loaded = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.split() == ["soak", "soak.sandbox", "soak.sandbox.plugin", "soak.sandbox.plugin.channel",
+                              "soak.sandbox.plugin.equality", "soak.sandbox.plugin.freezing",
+                              "soak.sandbox.plugin.recorder"]
 
 
 def test_an_always_equal_attribute_of_a_dataclass_is_caught():

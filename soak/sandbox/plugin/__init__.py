@@ -1,0 +1,40 @@
+"""Pytest plugin loaded inside the sandbox: it streams what happens to the harness and watches for tampering.
+
+The harness loads it with `-p soak.sandbox.plugin --soak-channel FD`, FD being one end of a socket pair the harness
+holds the other end of. It runs in the judged process, next to the solution, so it imports nothing of the harness:
+only the standard library, pytest and its own modules (the jail has nothing else to offer, and harness code
+would be more for a solution to tamper with):
+
+- channel: before any test module (and so the solution) is imported, it reads a per-run secret from the socket
+  (the harness wrote it there first, so it is gone from the socket before the solution runs), makes the descriptor
+  non-inheritable, and from then on writes numbered lines, each with an HMAC under the secret, so the harness knows
+  what the recorder wrote, in which order; nothing written into the workspace is trusted any more.
+- equality: every comparison in a test module, and unittest's equality asserts, fail on an operand that claims to
+  equal what nothing honest equals.
+- freezing: snapshots of the judging machinery and of the test code, compared while the tests run.
+- recorder: the pytest hooks that send one line per event (the session started, the collection finished, a
+  collection error, a test began, a phase's report, evidence of tampering, the session finished) and compare the
+  snapshots at every step.
+
+What it cannot do is stop a solution that knows this plugin and rewrites the checker and its channel consistently
+from inside the same interpreter (see the README's sandbox section); the harness cross-checks what it can from the
+outside (soak.sandbox.judge).
+"""
+
+import pytest
+
+from soak.sandbox.plugin.channel import Channel
+from soak.sandbox.plugin.equality import install_strict_equality
+from soak.sandbox.plugin.recorder import ResultRecorder
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak-channel", default=None, help="Stream soak's test events to this inherited descriptor.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    fd = config.getoption("soak_channel")
+    if fd is not None:
+        recorder = ResultRecorder(config, Channel(int(fd)))
+        install_strict_equality(recorder.tampered)
+        config.pluginmanager.register(recorder, "soak-recorder")
