@@ -1,6 +1,5 @@
 """The `soak` command: argument handling only; each sub-command calls into its stage's module."""
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ def main() -> None:
 
 
 SUITE_HELP = "Suites, comma-separated: builtin, humaneval, exercism:PATH, dir:PATH."
+ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
 # --- tasks -------------------------------------------------------------------------------------
@@ -45,15 +45,10 @@ def tasks() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per task, one per line.")
 def tasks_list(suite: str, as_json: bool) -> None:
     """Print id, difficulty and tags of every task in the suites."""
-    from soak.sandbox.validate import print_task_table
+    from soak.sandbox.validate import print_tasks
     from soak.tasks.suites import load_suites
 
-    selected = load_suites(suite)
-    if as_json:
-        for task in selected:
-            click.echo(json.dumps(task.model_dump(include={"id", "title", "difficulty", "tags", "suite", "entry"})))
-    else:
-        print_task_table(selected)
+    print_tasks(load_suites(suite), as_json)
 
 
 @tasks.command("validate")
@@ -78,20 +73,10 @@ def tasks_validate(suite: str, jobs: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
     """Judge one solution file against a task's tests in the sandbox. Exit 0 pass, 1 not."""
-    from soak.sandbox.judge import judge
+    from soak.sandbox.validate import check_solution
     from soak.tasks.suites import find_task
 
-    verdict = judge(find_task(task_ref, suite), solution.read_text(errors="replace"))
-    if as_json:
-        click.echo(verdict.model_dump_json())
-    else:
-        click.echo(
-            f"{verdict.result}: {verdict.tests_passed}/{verdict.tests_total} tests passed"
-            f" in {verdict.duration_s:.2f} s ({verdict.isolation})"
-        )
-        if verdict.result != "pass":
-            click.echo(f"{verdict.error_kind}\n{verdict.error_tail}")
-    sys.exit(0 if verdict.result == "pass" else 1)
+    sys.exit(0 if check_solution(find_task(task_ref, suite), solution, as_json) else 1)
 
 
 # --- route -------------------------------------------------------------------------------------
@@ -108,16 +93,11 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
 def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempts: int, max_pass_rate: float,
           over_factor: float) -> None:
     """Turn per-problem failure data of RUNS (ids or folders) into a routing file for `soak run --routing`."""
-    from soak.decisions.route import RouteRules, route_runs
-    from soak.files import write_atomic
+    from soak.decisions.route import RouteRules, route_command
 
     rules = RouteRules(stronger=stronger, min_attempts=min_attempts, max_pass_rate=max_pass_rate,
                        over_factor=over_factor)
-    text, table, routes = route_runs(list(runs), rules)
-    write_atomic(output, text)
-    click.echo(f"{len(table)} problems, {len(routes)} routed -> {output}")
-    for task_id, (entry, why) in routes.items():
-        click.echo(f"  {entry.label():<16} {task_id}: {why}")
+    route_command(list(runs), rules, output)
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -134,14 +114,9 @@ def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> No
     problem and per attempt (conversation, each round's code and diff, the error fed back); several runs are
     compared. A sweep id (`soak sweep`) renders its configurations' comparison with the recommendation. Prints the
     path of index.html (or of the one file)."""
-    from soak.record.read import resolve_run_dir, sweep_folder
-    from soak.report.render import default_output, render_report, render_sweep
+    from soak.report.render import report_command
 
-    if len(runs) == 1 and sweep_folder(runs[0]) and not Path(runs[0], "run.json").is_file():
-        click.echo(str(render_sweep(runs[0], output, k=over_factor)))
-        return
-    dirs = [resolve_run_dir(ref) for ref in runs] if runs else [resolve_run_dir(None)]
-    click.echo(str(render_report(dirs, output or default_output(dirs), k=over_factor)))
+    click.echo(str(report_command(list(runs), output, k=over_factor)))
 
 
 # --- compare -----------------------------------------------------------------------------------
@@ -164,6 +139,7 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
 # --- gate --------------------------------------------------------------------------------------
 
 GATES = ["prefill", "long-prompt", "prefix-twin", "prefix-replay"]
+"""soak.decisions.gate.THRESHOLDS's gates, named here so that `soak --help` does not import the gates."""
 
 
 @main.command()
@@ -185,7 +161,7 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
     """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL."""
     from soak.decisions.gate import run_gate_command
 
-    ok = run_gate_command(name, GATES, config_path, role, base_url, model, metrics_url, tokens, threshold,
+    ok = run_gate_command(name, config_path, role, base_url, model, metrics_url, tokens, threshold,
                           transcript, output)
     sys.exit(0 if ok else 1)
 
@@ -202,13 +178,9 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
 def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int, as_json: bool) -> None:
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
     /metrics, prefix caching, context length; each problem with the fix. Exit 1 when the night would be wasted."""
-    from soak.config import load_config, with_cli_endpoint
-    from soak.decisions.doctor import run_doctor
+    from soak.decisions.doctor import doctor_command
 
-    config = with_cli_endpoint(load_config(config_path), base_url, model)
-    if not config.endpoints:
-        raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
-    sys.exit(0 if run_doctor(config, tries, as_json) else 1)
+    sys.exit(0 if doctor_command(config_path, base_url, model, tries, as_json) else 1)
 
 
 # --- try ---------------------------------------------------------------------------------------
@@ -347,7 +319,7 @@ def runs() -> None:
 @click.option("--scenario", default="clean", show_default=True,
               help="Shipped scenario (clean, flaky, overiterate, zero, ...) or a .toml/.json file.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every random choice (replies, faults, timing).")
-@click.option("--engine", type=click.Choice(["vllm", "llama-server", "llama-cpp-python"]), default="vllm",
+@click.option("--engine", type=ENGINE_CHOICE, default="vllm",
               show_default=True, help="Which server to imitate: vLLM, llama-server or llama-cpp-python "
               "(/metrics, /health, usage, reasoning field, tool_choice handling).")
 @click.option("--suite", default="builtin", show_default=True, help="Task suites the simulated coder knows.")
@@ -364,8 +336,6 @@ def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, sui
 
 
 # --- engine ------------------------------------------------------------------------------------
-
-ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
 @main.group()
@@ -412,18 +382,9 @@ def engine() -> None:
 def engine_setup(name: str) -> None:
     """Prepare an engine: vllm gets its own venv and a bf16 copy of the model, llama-server is compiled into a venv
     of its own; llama-cpp-python only checks the `local` extra. Idempotent and fast when cached."""
-    from soak.stack.engines import setup_llama_cpp_python, setup_llama_server, setup_vllm
-    from soak.venvs import cache_dir
+    from soak.stack.engines import setup_engine
 
-    def say(line: str) -> None:
-        click.echo(line, err=True)
-
-    if name == "vllm":
-        setup_vllm(cache_dir(), say)
-    elif name == "llama-server":
-        setup_llama_server(cache_dir(), say)
-    else:
-        setup_llama_cpp_python(say)
+    setup_engine(name, lambda line: click.echo(line, err=True))
 
 
 @engine.command("serve", context_settings={"ignore_unknown_options": True})

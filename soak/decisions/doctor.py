@@ -4,13 +4,15 @@ import asyncio
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import openai
 
-from soak.config import Endpoint, SoakConfig
+from soak.config import Endpoint, SoakConfig, load_config, with_cli_endpoint
 from soak.decisions.gate import GateResult, Probe, run_gates
+from soak.errors import BadInput
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
@@ -215,3 +217,12 @@ def run_doctor(config: SoakConfig, tries: int, as_json: bool = False) -> bool:
             table.add_row(f.check, f.result, f.advice, style=style)
         console.print(table)
     return report["ok"]
+
+
+def doctor_command(config_path: Path | None, base_url: str | None, model: str | None, tries: int,
+                   as_json: bool) -> bool:
+    """`soak doctor`: the config's endpoints, or the one given by --base-url/--model, probed; False when unfit."""
+    config = with_cli_endpoint(load_config(config_path), base_url, model)
+    if not config.endpoints:
+        raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
+    return run_doctor(config, tries, as_json)

@@ -276,7 +276,7 @@ async def gate_role(config: SoakConfig, role: str, names: list[str], gates: Gate
 
 
 def run_gate_command(
-    name: str, all_names: list[str], config_path: Path | None, role: str, base_url: str | None, model: str | None,
+    name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
     metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
     output: Path | None,
 ) -> bool:
@@ -294,7 +294,7 @@ def run_gate_command(
     if threshold is not None:
         overrides[THRESHOLDS.get(name, "min_prefix_hit_rate")] = threshold
     gates = gates.model_copy(update=overrides)
-    names = all_names if name == "all" else [name]
+    names = list(THRESHOLDS) if name == "all" else [name]
     if "prefix-replay" in names and transcript is None and name == "all":
         transcript = latest_transcript(data_dir())
     results = asyncio.run(gate_role(config, role, names, gates, transcript, metrics_url))

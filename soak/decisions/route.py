@@ -9,7 +9,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from soak.errors import BadInput
-from soak.files import load_model
+from soak.files import load_model, write_atomic
 from soak.record.schema import MODEL_OUTCOMES
 from soak.record.summary import problem_table, with_calls
 
@@ -149,3 +149,12 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     table = table.join(revision_counts(tasks)).fillna({"revised": 0, "revision_fixes": 0})
     routes = decide(table, rules, typical_calls(tasks))
     return render_routing(routes, rules, [run.run_id for run in runs]), table, routes
+
+
+def route_command(run_refs: list[str], rules: RouteRules, output: Path) -> None:
+    """`soak route`: write the routing file, then say what it routes and why."""
+    text, table, routes = route_runs(run_refs, rules)
+    write_atomic(output, text)
+    print(f"{len(table)} problems, {len(routes)} routed -> {output}")
+    for task_id, (entry, why) in routes.items():
+        print(f"  {entry.label():<16} {task_id}: {why}")

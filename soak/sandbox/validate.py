@@ -1,6 +1,7 @@
 """`soak tasks list/validate`: show a suite, and prove each task can tell right from wrong, and from a reward hack."""
 
 import ast
+import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,8 +18,13 @@ from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import skipped_tasks
 
 
-def print_task_table(tasks: list[TaskSpec]) -> None:
-    """The tasks with their test timeout, then the tasks their suites skip, each with its reason."""
+def print_tasks(tasks: list[TaskSpec], as_json: bool = False) -> None:
+    """The tasks with their test timeout, then the tasks their suites skip, each with its reason; `as_json`: one
+    JSON object per task instead, for scripts."""
+    if as_json:
+        for task in tasks:
+            print(json.dumps(task.model_dump(include={"id", "title", "difficulty", "tags", "suite", "entry"})))
+        return
     skipped = skipped_tasks(task.suite for task in tasks)
     table = Table("id", "difficulty", "tags", "tests s", "suite", "title")
     for task in tasks:
@@ -115,6 +121,19 @@ class TaskCheck:
     problems: list[str] = field(default_factory=list)
     always_equal: str = ""
     """The always-equal solution's outcome: `tampered` (caught in the act) or `fail`; `pass` is a problem."""
+
+
+def check_solution(task: TaskSpec, solution: Path, as_json: bool = False) -> bool:
+    """`soak check`: judge one solution file and print the verdict (`as_json`: as one JSON object); True on a pass."""
+    verdict = judge(task, solution.read_text(errors="replace"))
+    if as_json:
+        print(verdict.model_dump_json())
+    else:
+        print(f"{verdict.result}: {verdict.tests_passed}/{verdict.tests_total} tests passed"
+              f" in {verdict.duration_s:.2f} s ({verdict.isolation})")
+        if verdict.result != "pass":
+            print(f"{verdict.error_kind}\n{verdict.error_tail}")
+    return verdict.result == "pass"
 
 
 def timeout_hint(task: TaskSpec) -> str:

