@@ -1,5 +1,6 @@
 """The `soak` command: argument handling only; each sub-command calls into its stage's module."""
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -17,6 +18,20 @@ class SoakGroup(click.Group):
         except BadInput as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(2)
+
+
+class StageHelp(click.Option):
+    """An option whose help its stage writes when it is shown (`stage_help`: "module:function"), from the one
+    definition there, while `soak` itself starts without importing the stage."""
+
+    def __init__(self, *args, stage_help: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.stage_help = stage_help
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        module, function = self.stage_help.split(":")
+        self.help = getattr(importlib.import_module(module), function)()
+        return super().get_help_record(ctx)
 
 
 @click.group(cls=SoakGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -224,9 +239,7 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
 @click.option("--quiet", is_flag=True, help="One line per finished task instead of the live view (for logs).")
 @click.option("--resume", "resume", metavar="RUN_ID",
               help="Continue a stopped or crashed run with its own config; --hours/--minutes/--tasks count from now.")
-@click.option("--retry", "retry", metavar="OUTCOMES",
-              help="With --resume: run again the attempts that ended so (comma-separated: infra_error, "
-                   "harness_error, agent_error); each new row supersedes the old one, which stays in tasks.csv.")
+@click.option("--retry", "retry", metavar="OUTCOMES", cls=StageHelp, stage_help="soak.night.plan:retry_help")
 @click.option("--detach", is_flag=True, help="Run in the background (own session, log in the run folder).")
 @click.option("--detached", is_flag=True, hidden=True)
 @click.option("--rehearse", is_flag=True,

@@ -20,7 +20,7 @@ from soak.files import describe_validation_error
 from soak.night.loop import finished_attempts
 from soak.paths import data_dir
 from soak.record.read import read_attempts
-from soak.record.schema import MODEL_OUTCOMES, Outcome, RunInfo, RunLimits
+from soak.record.schema import MODEL_OUTCOMES, OUTCOME_MEANINGS, Outcome, RunInfo, RunLimits
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
 
@@ -190,6 +190,13 @@ def plan_run(config: SoakConfig, run_id: str, limits: RunLimits, routing: dict[s
 RETRYABLE_OUTCOMES = tuple(o for o in get_args(Outcome) if o not in MODEL_OUTCOMES)
 """What `--retry` may name: outcomes that say something about the stack or the harness, not the model. A verdict
 on the model (fail, timeout, ...) is never re-rolled into a better one."""
+
+
+def retry_help() -> str:
+    """`soak run --retry`'s help: the outcomes it may name, each with its meaning."""
+    listed = ", ".join(f"{name} ({OUTCOME_MEANINGS[name]})" for name in RETRYABLE_OUTCOMES)
+    return ("With --resume: run again the attempts that ended so; each new row supersedes the old one, which stays "
+            f"in tasks.csv. OUTCOMES, comma-separated, of: {listed}.")
 
 
 def parse_retry(text: str | None) -> tuple[str, ...]:

@@ -13,6 +13,20 @@ Outcome = Literal[
 MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered")
 """Outcomes that count against the model; infra_error and agent_error (an external agent that crashed before it
 wrote anything) count against the stack."""
+OUTCOME_MEANINGS: dict[Outcome, str] = {
+    "pass": "the task's tests passed against the entry file on disk",
+    "fail": "the tests still failed when the rounds ran out",
+    "timeout": "the attempt's wall-time budget ran out",
+    "call_cap": "the attempt reached its cap on LLM calls",
+    "token_cap": "the attempt reached its cap on completion tokens",
+    "no_artifact": "the entry file was never written",
+    "tampered": "the solution was caught changing how it is judged, the evidence in the error tail",
+    "infra_error": "the endpoint kept failing past the retries: connection errors, 5xx, stalls",
+    "agent_error": "an external agent exited non-zero without writing the entry file",
+    "harness_error": "a bug of soak's, with its traceback; the run goes on",
+    "cancelled": "stopped in flight by Ctrl-C, soak stop or the night's end; redone on resume",
+}
+"""What each outcome means, in one line: the one text `--help` and the README show (a test holds the README to it)."""
 
 Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
 """Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""
