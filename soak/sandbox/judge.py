@@ -93,7 +93,7 @@ class Events:
 
 
 def sign(secret: bytes, payload: str) -> str:
-    """The MAC of one channel line (soak.sandbox.plugin.Channel computes the same)."""
+    """The MAC of one channel line (soak.sandbox.plugin.channel.Channel computes the same)."""
     return hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
 
 

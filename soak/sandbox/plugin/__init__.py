@@ -2,8 +2,8 @@
 
 The harness loads it with `-p soak.sandbox.plugin --soak-channel FD`, FD being one end of a socket pair the harness
 holds the other end of. It runs in the judged process, next to the solution, so it imports nothing of the harness:
-only the standard library, pytest and its own modules (the jail has nothing else to offer, and harness code
-would be more for a solution to tamper with):
+only the standard library, pytest and its own modules (harness code loaded here would run beside the solution,
+for it to tamper with, and slow down every test run). Its four jobs:
 
 - channel: before any test module (and so the solution) is imported, it reads a per-run secret from the socket
   (the harness wrote it there first, so it is gone from the socket before the solution runs), makes the descriptor
