@@ -278,7 +278,7 @@ class ProxiedCall:
         tools = payload.get("tools") if isinstance(payload.get("tools"), list) else None
         max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
         row = got.row(
-            run_id=attempt.run_id, task_id=attempt.task_id, cycle=attempt.cycle, call_index=self.index, attempt=1,
+            run_id=attempt.run_id, task_id=attempt.task_id, cycle=attempt.cycle, call_index=self.index, retry=1,
             role="agent", endpoint=self.proxy.name, model=str(payload.get("model") or self.proxy.endpoint.model),
             stream=bool(payload.get("stream")), tools=tools,
             max_tokens=max_tokens if isinstance(max_tokens, int) else None, status=status, http_status=http_status,

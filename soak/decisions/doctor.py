@@ -16,6 +16,7 @@ from soak.errors import BadInput
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
+from soak.record.schema import MANGLED
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 
@@ -23,7 +24,8 @@ TOOL_PROMPT = [
     {"role": "system", "content": "You write files with the write_file tool. Always call the tool."},
     {"role": "user", "content": "Call write_file with path \"hello.py\" and content \"print('hi')\". Nothing else."},
 ]
-BAD = ("mangled_name", "bad_json", "unknown_tool", "path_escape", "missing", "as_text")
+AS_TEXT = "as_text"
+"""Doctor's own verdict beside MANGLED: the server's parser left the tool call in the content as text."""
 
 
 @dataclass
@@ -66,7 +68,7 @@ async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: 
             if not result.ok:
                 verdicts[f"error:{result.status}"] += 1
             elif result.integrity == "none" and TOOL_TEXT.search(result.content):
-                verdicts["as_text"] += 1  # the server's parser left the tool call in the content
+                verdicts[AS_TEXT] += 1
             else:
                 verdicts[result.integrity] += 1
         return verdicts
@@ -80,12 +82,12 @@ def tool_advice(
     """`named`: the verdicts with the tool named in tool_choice, probed when no tool call came back without it."""
     shown = f"stream {dict(streamed)}, non-stream {dict(plain)}" + (f", named {dict(named)}" if named else "")
     roles = "/".join(role_names) or "this endpoint"
-    bad_stream, bad_plain = sum(streamed[v] for v in BAD), sum(plain[v] for v in BAD)
-    if bad_stream and not bad_plain:
+    mangled_stream, mangled_plain = (sum(found[v] for v in (*MANGLED, AS_TEXT)) for found in (streamed, plain))
+    if mangled_stream and not mangled_plain:
         return Finding("tool calls", shown, not configured_stream,
                        f"tool calls come back mangled when streaming: set stream = false for role {roles}",
                        critical=configured_stream)
-    if bad_plain:
+    if mangled_plain:
         return Finding("tool calls", shown, False, "tool calls come back mangled: check the server's tool-call "
                        "parser and chat template; the fenced-code fallback will carry the coder meanwhile")
     if not streamed["ok"] and not plain["ok"]:

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from soak.paths import data_dir
+from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run
-from soak.record.schema import MODEL_OUTCOMES, GateRecord, SweepEntry, SweepInfo
+from soak.record.schema import MANGLED, MODEL_OUTCOMES, GateRecord, SweepEntry, SweepInfo
 
 Z = 1.959964
 """The normal quantile of a two-sided 95 % interval."""
-UNBROKEN = ("ok", "none")
-"""Integrity verdicts of a call whose tool calls (if any) were sound."""
 
 
 def wilson(successes: int, trials: int) -> tuple[float, float]:
@@ -50,8 +49,8 @@ class Standing:
     """Attempts judged on the model (pass, fail, caps, timeout, no_artifact, tampered)."""
     tool_calls: int = 0
     """Calls that made (or claimed) a tool call."""
-    broken: dict[str, int] = field(default_factory=dict)
-    """Of those, the broken ones by integrity verdict."""
+    mangled: dict[str, int] = field(default_factory=dict)
+    """Of those, the mangled ones by integrity verdict."""
     decode_tps: float | None = None
     ttft_s: float | None = None
     gates: list[GateRecord] = field(default_factory=list)
@@ -65,20 +64,20 @@ class Standing:
         return wilson(self.passes, self.attempts)
 
     @property
-    def broken_calls(self) -> int:
-        return sum(self.broken.values())
+    def mangled_calls(self) -> int:
+        return sum(self.mangled.values())
 
     @property
-    def broken_share(self) -> float | None:
-        return self.broken_calls / self.tool_calls if self.tool_calls else None
+    def mangled_share(self) -> float | None:
+        return self.mangled_calls / self.tool_calls if self.tool_calls else None
 
     @property
-    def broken_interval(self) -> tuple[float, float]:
-        return wilson(self.broken_calls, self.tool_calls)
+    def mangled_interval(self) -> tuple[float, float]:
+        return wilson(self.mangled_calls, self.tool_calls)
 
-    def broken_text(self) -> str:
-        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.broken.items(), key=lambda kv: -kv[1]))
-        return f"{self.broken_calls} of {self.tool_calls}" + (f": {kinds}" if kinds else "")
+    def mangled_text(self) -> str:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.mangled.items(), key=lambda kv: -kv[1]))
+        return f"{self.mangled_calls} of {self.tool_calls}" + (f": {kinds}" if kinds else "")
 
 
 def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
@@ -91,7 +90,7 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
     calls = run.calls
     tooled = calls[calls["integrity"] != "none"]
     found.tool_calls = len(tooled)
-    found.broken = {str(k): int(v) for k, v in tooled[~tooled["integrity"].isin(UNBROKEN)]["integrity"]
+    found.mangled = {str(k): int(v) for k, v in tooled[tooled["integrity"].isin(MANGLED)]["integrity"]
                     .value_counts().items()}
     ok = calls[calls["status"] == "ok"]
     found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
@@ -101,7 +100,7 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
 def sweep_runs(info: SweepInfo) -> dict[str, RunRecord]:
     """The configurations' runs that exist so far, by run id (one read each, shared by standings and report)."""
     folders = {entry.run_id: data_dir() / entry.run_id for entry in info.configurations}
-    return {run_id: load_run(folder) for run_id, folder in folders.items() if (folder / "run.json").is_file()}
+    return {run_id: load_run(folder) for run_id, folder in folders.items() if RunLayout(folder).info.is_file()}
 
 
 def standings(info: SweepInfo, runs: dict[str, RunRecord] | None = None) -> list[Standing]:
@@ -147,15 +146,15 @@ class Recommendation:
     """Per configuration not chosen: why it lost."""
 
     def lines(self, found: list[Standing]) -> list[str]:
-        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'broken tool calls':<22}" \
+        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'mangled tool calls':<22}" \
                  f"{'decode tok/s':>13}{'TTFT s':>9}  gates"
         rows = [header]
         for s in found:
             low, high = s.pass_interval
             rate = f"{s.passes}/{s.attempts} {s.pass_rate:.0%} [{low:.0%}-{high:.0%}]" if s.attempts else "-"
-            broken = f"{s.broken_calls}/{s.tool_calls} {s.broken_share:.0%}" if s.tool_calls else "-"
+            mangled = f"{s.mangled_calls}/{s.tool_calls} {s.mangled_share:.0%}" if s.tool_calls else "-"
             gates = ", ".join(f"{'PASS' if g.passed else 'FAIL'} {gate_text(g)}" for g in s.gates) or "-"
-            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{broken:<22}"
+            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{mangled:<22}"
                         f"{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}  {gates}")
         rows.append("")
         rows.append(f"recommendation: {self.choice}: {self.why}" if self.choice else f"no recommendation: {self.why}")
@@ -175,12 +174,12 @@ def recommend(found: list[Standing]) -> Recommendation:
         return Recommendation(None, "no configuration finished its night with its gates passed", reasons)
     best_pass = max(qualified, key=lambda s: (s.pass_rate or 0.0, s.attempts))
     tooled = [s for s in qualified if s.tool_calls]
-    best_tools = min(tooled, key=lambda s: (s.broken_share, -s.tool_calls)) if tooled else None
+    best_tools = min(tooled, key=lambda s: (s.mangled_share, -s.tool_calls)) if tooled else None
     lost_on = {}
     for s in qualified:
         if s.pass_interval[1] < best_pass.pass_interval[0]:
             lost_on[s.name] = "pass rate"
-        elif best_tools and s.tool_calls and s.broken_interval[0] > best_tools.broken_interval[1]:
+        elif best_tools and s.tool_calls and s.mangled_interval[0] > best_tools.mangled_interval[1]:
             lost_on[s.name] = "tool calls"
     within = [s for s in qualified if s.name not in lost_on]
     choice = max(within, key=lambda s: (speed(s), s.passes))
@@ -193,8 +192,8 @@ def recommend(found: list[Standing]) -> Recommendation:
                                f"{best_pass.pass_rate:.0%} [{b_low:.0%}-{b_high:.0%}] beyond noise")
         elif lost_on.get(s.name) == "tool calls":
             reasons[s.name] = (f"{times(s.decode_tps, choice.decode_tps)} the decode speed of {choice.name} but "
-                               f"{s.broken_share:.0%} of its tool calls broken ({s.broken_text()}), against "
-                               f"{best_tools.broken_share:.0%} in {best_tools.name}")
+                               f"{s.mangled_share:.0%} of its tool calls mangled ({s.mangled_text()}), against "
+                               f"{best_tools.mangled_share:.0%} in {best_tools.name}")
         else:
             reasons[s.name] = (f"slower: {_num(s.decode_tps, 1)} tok/s decode against {_num(choice.decode_tps, 1)} "
                                f"({times(s.decode_tps, choice.decode_tps)}), pass rate and tool-call integrity "

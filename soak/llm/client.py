@@ -35,7 +35,7 @@ class CallContext(BaseModel):
     task_id: str = ""
     cycle: int = 0
     call_index: int = 0
-    """Index of the first attempt; each retry takes the next one."""
+    """Index of the first try; each retry takes the next one."""
 
 
 def call_seed(seed: int, context: CallContext) -> int:
@@ -44,7 +44,7 @@ def call_seed(seed: int, context: CallContext) -> int:
 
 
 class CallResult(BaseModel):
-    """The outcome of one logical call (its attempts are `rows`)."""
+    """The outcome of one logical call (its tries are `rows`)."""
 
     content: str = ""
     reasoning: str = ""
@@ -108,7 +108,7 @@ class ChatModel(Protocol):
 
 @dataclass
 class _Call:
-    """What every attempt of one logical call shares."""
+    """What every try of one logical call shares."""
 
     request: dict[str, Any]
     tools: list[dict[str, Any]] | None
@@ -179,7 +179,7 @@ class ChatEndpoint:
         on_row: Callable[[CallRow], None] | None = None,
         owed_tool: str | None = None,
     ) -> CallResult:
-        """One logical call; retryable failures are retried with backoff, every attempt is a row.
+        """One logical call; retryable failures are retried with backoff, every try is a row.
 
         `owed_tool` is the tool the caller still needs from this turn; an endpoint with tool_choice "named" names it.
         """
@@ -205,10 +205,10 @@ class ChatEndpoint:
         call = _Call(request, tools, role, max_tokens, context, on_row)
         rows: list[CallRow] = []
 
-        async def attempt() -> CallResult:
+        async def once() -> CallResult:
             async with self._limit:
                 await self._throttle.acquire()
-                result = await self._attempt(call, len(rows) + 1)
+                result = await self._try(call, len(rows) + 1)
             rows.append(result.rows[0])
             return result
 
@@ -218,20 +218,20 @@ class ChatEndpoint:
             retry=retry_if_result(lambda result: result.status in RETRYABLE),
             retry_error_callback=lambda state: state.outcome.result(),
         )
-        result = await retrying(attempt)
+        result = await retrying(once)
         return result.model_copy(update={"rows": rows})
 
-    async def _attempt(self, call: _Call, attempt: int) -> CallResult:
+    async def _try(self, call: _Call, retry: int) -> CallResult:
         got = Reply()
         sending = _SENDING.set(got)
         try:
             status, http_status, error = await self._send(call.request, got)
         except asyncio.CancelledError:
-            self._emit(call, got, attempt, "cancelled", None, "cancelled")
+            self._emit(call, got, retry, "cancelled", None, "cancelled")
             raise
         finally:
             _SENDING.reset(sending)
-        return self._emit(call, got, attempt, status, http_status, error)
+        return self._emit(call, got, retry, status, http_status, error)
 
     async def _send(self, request: dict[str, Any], got: Reply) -> tuple[CallStatus, int | None, str]:
         """Run the request into `got`; return (status, http status, error text)."""
@@ -288,13 +288,13 @@ class ChatEndpoint:
                 got.event(dict_or_fail(json.loads(payload)), now)
 
     def _emit(
-        self, call: _Call, got: Reply, attempt: int, status: CallStatus, http_status: int | None, error: str
+        self, call: _Call, got: Reply, retry: int, status: CallStatus, http_status: int | None, error: str
     ) -> CallResult:
-        """Turn one attempt into its row (handed to `on_row` at once) and its result."""
+        """Turn one try into its row (handed to `on_row` at once) and its result."""
         context = call.context
         row = got.row(
             run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
-            call_index=context.call_index + attempt - 1, attempt=attempt, role=call.role, endpoint=self.name,
+            call_index=context.call_index + retry - 1, retry=retry, role=call.role, endpoint=self.name,
             model=self.endpoint.model, stream=self.endpoint.stream, tools=call.tools, max_tokens=call.max_tokens,
             status=status, http_status=http_status, error=scrub(error, self._key),
         )

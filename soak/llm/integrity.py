@@ -7,13 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from soak.record.schema import Integrity
+from soak.record.schema import MANGLED, Integrity
 
 PATH_TOOLS = frozenset({"write_file", "read_file"})
 ABSORBED_ARGS = re.compile(r"[\s()<>=\"'{}\[\],:;]")
 """Characters a clean function name never has; seeing one means the name swallowed its arguments."""
-BAD_VERDICTS: tuple[Integrity, ...] = ("mangled_name", "unknown_tool", "bad_json", "path_escape")
-"""Worst first."""
 
 
 class ToolCall(BaseModel):
@@ -66,9 +64,9 @@ def judge_call(call: ToolCall, required: dict[str, list[str]]) -> Integrity:
 
 
 def judge_tool_calls(calls: list[ToolCall], tools: list[dict[str, Any]] | None, finish_reason: str) -> Integrity:
-    """The worst verdict over the call's tool calls (mangled > unknown > bad JSON > path escape)."""
+    """The worst verdict over the call's tool calls (MANGLED's order: mangled > unknown > bad JSON > path escape)."""
     if not calls:
         return "missing" if finish_reason == "tool_calls" else "none"
     required = required_params(tools)
     verdicts = {judge_call(call, required) for call in calls}
-    return next((v for v in BAD_VERDICTS if v in verdicts), "ok")
+    return next((v for v in MANGLED if v in verdicts), "ok")

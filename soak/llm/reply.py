@@ -1,4 +1,4 @@
-"""One attempt's reply, assembled from SSE events or a whole completion, with the stream's own timestamps."""
+"""One try's reply, assembled from SSE events or a whole completion, with the stream's own timestamps."""
 
 import math
 import re
@@ -64,7 +64,7 @@ decoding."""
 
 
 class Reply:
-    """Accumulates one attempt's reply from SSE events or a whole completion (plain JSON), with timestamps."""
+    """Accumulates one try's reply from SSE events or a whole completion (plain JSON), with timestamps."""
 
     def __init__(self) -> None:
         self.started_at = time.time()
@@ -165,11 +165,11 @@ class Reply:
         }
 
     def row(
-        self, *, run_id: str, task_id: str, cycle: int, call_index: int, attempt: int, role: str, endpoint: str,
+        self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: str, endpoint: str,
         model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
         http_status: int | None, error: str,
     ) -> CallRow:
-        """This attempt's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
+        """This try's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
         `tools`: the one place a call becomes a row, for soak's own calls and the proxy's alike."""
         end = time.perf_counter()
         content, reasoning, calls = "".join(self.content), "".join(self.reasoning), self.tool_calls()
@@ -194,7 +194,7 @@ class Reply:
         if spread and first is not None and last is not None and last > first:
             decode_tps = (tokens - 1) / (last - first)
         return CallRow(
-            run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, attempt=attempt, role=role,
+            run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, retry=retry, role=role,
             endpoint=endpoint, model=model, stream=stream, started_at=self.started_at,
             first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
             duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens, finish_reason=finish,

@@ -3,7 +3,7 @@
 It stands in for the model only (as mini-swe-agent's DeterministicModel does): each reply is fed as one streamed
 chunk plus a usage chunk into the client's own `Reply`, which makes the `CallRow` (integrity, reasoning verdict,
 tokens) exactly as for a real call; the row goes to `on_row` the same way. It has no transport, so no retries: a
-reply with a failed status is one failed attempt.
+reply with a failed status is one failed try.
 """
 
 import asyncio
@@ -98,7 +98,7 @@ class ScriptedModel:
 
         def emit(status: CallStatus, error: str) -> CallRow:
             row = got.row(run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
-                          call_index=context.call_index, attempt=1, role=role, endpoint=self.name, model=self._model,
+                          call_index=context.call_index, retry=1, role=role, endpoint=self.name, model=self._model,
                           stream=True, tools=tools, max_tokens=max_tokens, status=status,
                           http_status=200 if status == "ok" else None, error=error)
             if on_row is not None:

@@ -23,9 +23,6 @@ from soak.record.read import resolve_run_dir, run_folders
 from soak.record.schema import RunInfo
 from soak.tasks.spec import TaskSpec
 
-LOG_FILE = "runner.log"
-
-
 # --- a new run, a resumed run ----------------------------------------------------------------------
 
 
@@ -54,7 +51,8 @@ def reopen_run(opts: RunOptions) -> tuple[RunFolder, RunInfo, SoakConfig, list[T
     if run_state(folder, recorded) == "running":
         raise BadInput(f"run {recorded.run_id} is running (pid {read_pid(folder)}); "
                        f"stop it first: soak stop {recorded.run_id}")
-    info, config, tasks = plan_resume(opts, recorded, folder.path)
+    folder.check_columns()
+    info, config, tasks = plan_resume(opts, recorded, folder.layout)
     if info != recorded:
         folder.write_info(info)
     return folder, info, config, tasks
@@ -128,7 +126,7 @@ def detach(folder: RunFolder, opts: RunOptions, console: Console) -> int:
     if opts.retry:
         argv += ["--retry", ",".join(opts.retry)]
     env = {**os.environ, "SOAK_DATA_DIR": str(data_dir().resolve())}
-    with open(folder.path / LOG_FILE, "ab") as log:
+    with open(folder.layout.log, "ab") as log:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True, close_fds=True)
 
@@ -141,10 +139,10 @@ def detach(folder: RunFolder, opts: RunOptions, console: Console) -> int:
         return "exited" if child.poll() is not None else "starting"
 
     if started() != "running":
-        tail = (folder.path / LOG_FILE).read_text(errors="replace").strip().splitlines()[-5:]
+        tail = folder.layout.log.read_text(errors="replace").strip().splitlines()[-5:]
         console.print(f"the detached run did not start (exit {child.poll()}):", *tail, sep="\n", markup=False)
         return 1
-    console.print(f"run {folder.run_id} detached, pid {child.pid}; log: {folder.path / LOG_FILE}\n"
+    console.print(f"run {folder.run_id} detached, pid {child.pid}; log: {folder.layout.log}\n"
                   f"watch: soak status {folder.run_id}   stop: soak stop {folder.run_id}", markup=False)
     return 0
 
@@ -172,7 +170,7 @@ def show_status(run_id: str | None, console: Console) -> None:
     """Progress of a running or finished run, read from its files (safe while another process writes them)."""
     folder = find_run(run_id)
     info = folder.read_info()
-    console.print(status_view(RunStats.from_folder(folder.path, info), run_state(folder, info), folder.path))
+    console.print(status_view(RunStats.from_folder(folder.layout, info), run_state(folder, info), folder.path))
 
 
 def print_runs(console: Console) -> None:
@@ -181,5 +179,5 @@ def print_runs(console: Console) -> None:
         console.print(f"no runs in {data_dir()}", markup=False)
         return
     console.print(runs_table([
-        (RunStats.from_folder(folder.path, info, with_calls=False), run_state(folder, info)) for folder, info in runs
+        (RunStats.from_folder(folder.layout, info, with_calls=False), run_state(folder, info)) for folder, info in runs
     ]))

@@ -173,7 +173,7 @@ class Runner(RowListener):
         self.session = len(info.sessions)
         self.retry = frozenset(retry)
         """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
-        attempts = read_attempts(folder.path / "tasks.csv")
+        attempts = read_attempts(folder.layout.tasks)
         self.retried = {(r.cycle, r.task_id): r.session for r in attempts if r.outcome in self.retry}
         """(cycle, task_id) -> session of the row a retry supersedes (its work folder is kept under that name)."""
         self.schedule = Schedule(tasks, config.seed, info.limits, finished_attempts(attempts, self.retry))
@@ -212,9 +212,9 @@ class Runner(RowListener):
             self.folder.event("resume", self.resume_detail())
 
     def resume_detail(self) -> str:
-        attempts = {(r.task_id, r.cycle, r.session) for r in read_rows(self.folder.path / "tasks.csv", TaskRow)}
+        attempts = {(r.task_id, r.cycle, r.session) for r in read_rows(self.folder.layout.tasks, TaskRow)}
         orphans = sum(
-            (r.task_id, r.cycle, r.session) not in attempts for r in read_rows(self.folder.path / "calls.csv", CallRow)
+            (r.task_id, r.cycle, r.session) not in attempts for r in read_rows(self.folder.layout.calls, CallRow)
         )
         repaired = {log.path.name: log.repaired_bytes for log in self.folder.logs if log.repaired_bytes}
         left = "" if self.deadline_at is None else f", {max(0.0, self.deadline_at - time.time()):.0f} s left"
@@ -300,7 +300,7 @@ class Runner(RowListener):
             await self.attempt(*item)
 
     async def attempt(self, cycle: int, task: TaskSpec) -> None:
-        workdir = self.folder.work_dir(task.id, cycle)
+        workdir = self.folder.layout.attempt(task.id, cycle).path
         superseded = self.retried.pop((cycle, task.id), None)
         if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
             workdir.rename(unused(workdir.with_name(f"{cycle}.session-{superseded}")))

@@ -19,6 +19,7 @@ from soak.errors import BadInput
 from soak.files import describe_validation_error
 from soak.night.loop import finished_attempts
 from soak.paths import data_dir
+from soak.record.layout import RunLayout
 from soak.record.read import read_attempts
 from soak.record.schema import MODEL_OUTCOMES, OUTCOME_MEANINGS, Outcome, RunInfo, RunLimits
 from soak.tasks.spec import TaskSpec
@@ -217,13 +218,13 @@ def refuse_resume_flags(opts: RunOptions) -> None:
         raise BadInput(f"--resume continues a run with its own config; drop {', '.join(given)}")
 
 
-def plan_resume(opts: RunOptions, info: RunInfo, folder: Path) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
+def plan_resume(opts: RunOptions, info: RunInfo, layout: RunLayout) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
     """A resumed run: its own config (the embedded server re-embedded), its own routing, and new limits
     (--hours/--minutes/--tasks) counted from now; returns run.json's new contents, the config and the tasks."""
     try:
         config = SoakConfig.model_validate(info.config)
     except ValidationError as error:
-        raise BadInput(describe_validation_error(str(folder / "run.json"), error)) from None
+        raise BadInput(describe_validation_error(str(layout.info), error)) from None
     if info.stack.get("embedded"):
         # The embedded server takes a fresh free port each session: the recorded one may be taken by now.
         others = [s for s in config.stack.servers if s.name != "embedded"]
@@ -232,7 +233,7 @@ def plan_resume(opts: RunOptions, info: RunInfo, folder: Path) -> tuple[RunInfo,
     limits = opts.limits()
     tasks = select_tasks(config, info.routing)
     if limits is not None:
-        done = len(finished_attempts(read_attempts(folder / "tasks.csv"), opts.retry))
+        done = len(finished_attempts(read_attempts(layout.tasks), opts.retry))
         info = info.model_copy(update={"limits": RunLimits(
             duration_seconds=None if limits.duration_seconds is None else info.active_seconds + limits.duration_seconds,
             max_tasks=None if limits.max_tasks is None else done + limits.max_tasks,

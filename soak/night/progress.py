@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soak.record.folder import RowListener
+from soak.record.layout import RunLayout
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
 from soak.record.summary import span_text
@@ -66,14 +67,14 @@ class RunStats(RowListener):
         self.state = "running"
 
     @classmethod
-    def from_folder(cls, path: Path, info: RunInfo, with_calls: bool = True) -> "RunStats":
+    def from_folder(cls, layout: RunLayout, info: RunInfo, with_calls: bool = True) -> "RunStats":
         """Totals so far from the CSVs (all sessions); `soak runs` skips the larger calls.csv."""
         stats = cls(info)
-        for row in read_attempts(path / "tasks.csv"):
+        for row in read_attempts(layout.tasks):
             stats.task(row)
-        for row in read_rows(path / "calls.csv", CallRow) if with_calls else ():
+        for row in read_rows(layout.calls, CallRow) if with_calls else ():
             stats.call(row)
-        stats.restarts = sum(e.kind == "restart" for e in read_rows(path / "events.csv", EventRow))
+        stats.restarts = sum(e.kind == "restart" for e in read_rows(layout.events, EventRow))
         return stats
 
     @property

@@ -35,6 +35,7 @@ from soak.night.loop import RunEnd
 from soak.night.plan import RunOptions, check_agent, check_run_id, new_run_id, plan_run
 from soak.night.wiring import run_night
 from soak.paths import data_dir, sweeps_dir
+from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
 from soak.record.schema import RunLimits, SweepEntry, SweepInfo
 
@@ -42,7 +43,6 @@ GateName = Literal["prefill", "long-prompt", "prefix-twin"]
 """The gates a sweep can probe by itself (prefix-replay needs a recorded transcript: use `soak gate`)."""
 SHARED_KEYS = ("suite", "seed")
 SWEEP_FILE = "sweep.json"
-GATES_FILE = "gates.json"
 ENDED = ("deadline", "tasks", "cycles")
 
 
@@ -188,7 +188,7 @@ class Sweep:
 
     def run_configuration(self, entry: SweepEntry, config: SoakConfig) -> RunEnd | None:
         """One configuration's night (started, or resumed where it stopped); None when its stack never came up."""
-        if entry.status == "running" and (data_dir() / entry.run_id / "run.json").is_file():
+        if entry.status == "running" and RunLayout(data_dir() / entry.run_id).info.is_file():
             folder, info, config, tasks = reopen_run(RunOptions(resume=entry.run_id))
         else:
             info, config, tasks = plan_run(config, entry.run_id, entry.limits, {}, {})
@@ -203,7 +203,7 @@ class Sweep:
 
             results = await gate_role(config, "coder", list(entry.gates), config.gates)
             entry.gate_results = [result.record() for result in results]
-            write_atomic(folder.path / GATES_FILE, "[\n" + ",\n".join(
+            write_atomic(folder.layout.gates, "[\n" + ",\n".join(
                 r.model_dump_json() for r in entry.gate_results) + "\n]\n")
             self.save()
             for result in results:

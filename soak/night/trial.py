@@ -78,7 +78,7 @@ def _calls_table(rows: list[CallRow]) -> Any:
         status = row.status if row.http_status in (None, 200) else f"{row.status} {row.http_status}"
         tools = escape(f"{row.tool_names} [{row.integrity}]") if row.tool_calls or row.integrity != "none" else ""
         table.add_row(
-            f"{row.call_index}" + (f".{row.attempt}" if row.attempt > 1 else ""),
+            f"{row.call_index}" + (f".{row.retry}" if row.retry > 1 else ""),
             row.role.replace("orchestrator", "orch"), status,
             _shown(row.ttft_s), _shown(row.duration_s), _shown(row.decode_tps, 0),
             f"{_shown(row.prompt_tokens)}/{_shown(row.completion_tokens)}", _shown(row.cached_tokens),

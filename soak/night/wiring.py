@@ -22,8 +22,6 @@ from soak.record.folder import RunFolder
 from soak.record.schema import RunInfo, TaskRow
 from soak.tasks.spec import TaskSpec
 
-PID_FILE = "runner.pid"
-
 
 class EndpointProbe:
     """With no stack to ask, an endpoint that answers GET <base_url>/models (any status below 500) is back."""
@@ -163,7 +161,7 @@ def run_night(
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the runner took over the signals (starting the stack)
         return RunEnd("signal", "interrupted while starting")
     finally:
-        (folder.path / PID_FILE).unlink(missing_ok=True)
+        folder.layout.pid.unlink(missing_ok=True)
         folder.close()
 
 
@@ -190,7 +188,7 @@ async def session(
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
 
-    stats = RunStats.from_folder(folder.path, info)
+    stats = RunStats.from_folder(folder.layout, info)
     folder.listeners.append(stats)
     lines = quiet or not console.is_terminal
     if lines:
@@ -213,7 +211,7 @@ async def session(
         background: list[asyncio.Task] = []
         cleanup.push_async_callback(cancel_all, background)
         if config.stack.servers:
-            supervisor = StackSupervisor(config.stack, folder.path / "logs",
+            supervisor = StackSupervisor(config.stack, folder.layout.server_logs,
                                          lambda kind, source, detail: folder.event(kind, detail, source))
             cleanup.callback(supervisor.stop)
             await supervisor.start()
@@ -259,13 +257,13 @@ async def cancel_all(jobs: list[asyncio.Task]) -> None:
 
 def write_pid(folder: RunFolder) -> None:
     me = psutil.Process()
-    write_atomic(folder.path / PID_FILE, json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    write_atomic(folder.layout.pid, json.dumps({"pid": me.pid, "create_time": me.create_time()}))
 
 
 def read_pid(folder: RunFolder) -> int | None:
     """The pid of the process running this run, if it is alive (and is the same process, not a reused pid)."""
     try:
-        recorded = json.loads((folder.path / PID_FILE).read_text())
+        recorded = json.loads(folder.layout.pid.read_text())
         process = psutil.Process(int(recorded["pid"]))
         if abs(process.create_time() - float(recorded["create_time"])) < 1.0 and process.status() != "zombie":
             return process.pid

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from soak.errors import BadInput
 from soak.files import write_atomic
-from soak.record.schema import CallRow, EventKind, EventRow, Row, RunInfo, SampleRow, TaskRow
+from soak.record.layout import RunLayout
+from soak.record.schema import SCHEMA_VERSION, CallRow, EventKind, EventRow, Row, RunInfo, SampleRow, TaskRow
 
 # --- CSV writers --------------------------------------------------------------------------------
 
@@ -68,23 +69,37 @@ def repair_tail(path: Path) -> int:
     return len(data) - keep
 
 
+def check_columns(path: Path, model: type[Row]) -> None:
+    """An existing CSV can be appended to when its header is the model's columns, older names allowed (the reader
+    maps them: a version 1 calls.csv says `attempt` where version 2 says `retry`); otherwise one line says which
+    schema versions differ and what still works."""
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+            lines = csv.reader(handle)
+            header, first = next(lines, []), next(lines, [])
+    except FileNotFoundError:
+        return
+    columns = list(model.model_fields)
+    if not header or [model.former_names.get(name, name) for name in header] == columns:
+        return
+    found = dict(zip(header, first, strict=False)).get("schema_version", "")
+    version = f"schema version {found}" if found.isdigit() else "another schema version"
+    raise BadInput(f"{path}: written with {version}, whose {model.__name__} columns this soak (schema version "
+                   f"{SCHEMA_VERSION}) cannot append to; report, route and compare still read it: start a new run")
+
+
 class CsvLog(Generic[R]):
     """Append-only CSV of one row model: one write() per row, so a crash tears at most the last one."""
 
     def __init__(self, path: Path, model: type[R], *, durable: bool = False):
         self.path, self.model, self.durable = path, model, durable
         self.columns = list(model.model_fields)
+        check_columns(path, model)
         self.repaired_bytes = repair_tail(path) if path.exists() else 0
         self.lock = threading.Lock()
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size == 0:
             self.write(encode_row(self.columns))
-        else:
-            with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-                header = next(csv.reader(handle), [])
-            if header != self.columns:
-                os.close(self.fd)
-                raise BadInput(f"{path}: its columns are not those of this soak version's {model.__name__}")
 
     def write(self, data: bytes) -> None:
         with self.lock:
@@ -130,17 +145,29 @@ class RunFolder:
 
     def __init__(self, path: Path):
         self.path = path
+        self.layout = RunLayout(path)
         self.run_id = path.name
-        self.info_path = path / "run.json"
+        self.info_path = self.layout.info
         self.listeners: list[RowListener] = []
+
+    def tables(self) -> list[tuple[Path, type[Row]]]:
+        layout = self.layout
+        return [(layout.tasks, TaskRow), (layout.calls, CallRow), (layout.events, EventRow),
+                (layout.samples, SampleRow)]
+
+    def check_columns(self) -> None:
+        """Refuse (BadInput) before anything is written when a CSV cannot be appended to (check_columns)."""
+        for path, model in self.tables():
+            check_columns(path, model)
 
     def open(self) -> None:
         """Create or reopen the CSVs, repairing torn tails; tasks.csv is fsynced per row."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.tasks = CsvLog(self.path / "tasks.csv", TaskRow, durable=True)
-        self.calls = CsvLog(self.path / "calls.csv", CallRow)
-        self.events = CsvLog(self.path / "events.csv", EventRow)
-        self.samples = CsvLog(self.path / "samples.csv", SampleRow)
+        self.check_columns()
+        self.tasks = CsvLog(self.layout.tasks, TaskRow, durable=True)
+        self.calls = CsvLog(self.layout.calls, CallRow)
+        self.events = CsvLog(self.layout.events, EventRow)
+        self.samples = CsvLog(self.layout.samples, SampleRow)
 
     @property
     def logs(self) -> list[CsvLog]:
@@ -172,9 +199,6 @@ class RunFolder:
         for listener in self.listeners:
             listener.event(row)
         return row
-
-    def work_dir(self, task_id: str, cycle: int) -> Path:
-        return self.path / "work" / task_id / str(cycle)
 
     def read_info(self) -> RunInfo:
         try:

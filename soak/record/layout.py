@@ -3,6 +3,9 @@
 from dataclasses import dataclass
 from pathlib import Path
 
+ROUND_PREFIX = "round-"
+TRANSCRIPT = "transcript.jsonl"
+
 
 @dataclass(frozen=True)
 class AttemptLayout:
@@ -17,10 +20,14 @@ class AttemptLayout:
 
     @property
     def transcript(self) -> Path:
-        return self.path / "transcript.jsonl"
+        return self.path / TRANSCRIPT
 
     def round(self, number: int) -> Path:
-        return self.path / f"round-{number}"
+        return self.path / f"{ROUND_PREFIX}{number}"
+
+    def test_output(self, number: int) -> Path:
+        """What the tests printed in round `number`."""
+        return self.round(number) / "test_output.txt"
 
     def agent_files(self, number: int) -> Path:
         """What an external agent left in round `number`: its output and the transcript files it keeps."""
@@ -30,12 +37,13 @@ class AttemptLayout:
         """The numbers of the rounds that left a folder, in order."""
         if not self.path.is_dir():
             return []
-        return sorted(int(p.name[6:]) for p in self.path.glob("round-*") if p.name[6:].isdigit())
+        numbers = (p.name.removeprefix(ROUND_PREFIX) for p in self.path.glob(f"{ROUND_PREFIX}*"))
+        return sorted(int(n) for n in numbers if n.isdigit())
 
 
 @dataclass(frozen=True)
 class RunLayout:
-    """`data/<run_id>/`: run.json, the four CSVs and the attempts' work folders."""
+    """`data/<run_id>/`: run.json, the four CSVs, the attempts' work folders and the runner's own files."""
 
     path: Path
 
@@ -67,9 +75,33 @@ class RunLayout:
     def work(self) -> Path:
         return self.path / "work"
 
+    @property
+    def pid(self) -> Path:
+        """The running session's pid and process start time (a stale one is told apart by the latter)."""
+        return self.path / "runner.pid"
+
+    @property
+    def log(self) -> Path:
+        """A detached run's output."""
+        return self.path / "runner.log"
+
+    @property
+    def server_logs(self) -> Path:
+        """The output of the servers the run started."""
+        return self.path / "logs"
+
+    @property
+    def gates(self) -> Path:
+        """A sweep configuration's gate results, probed before its first attempt."""
+        return self.path / "gates.json"
+
+    def is_run(self) -> bool:
+        """run.json or tasks.csv is there (a run whose run.json is lost is still read)."""
+        return self.info.exists() or self.tasks.exists()
+
     def attempt(self, task_id: str, cycle: int) -> AttemptLayout:
         return AttemptLayout(self.work / task_id / str(cycle))
 
     def transcripts(self) -> list[Path]:
         """Every attempt's transcript in the run."""
-        return sorted(self.work.glob("*/*/transcript.jsonl"))
+        return sorted(self.work.glob(f"*/*/{TRANSCRIPT}"))

@@ -27,12 +27,13 @@ from soak.errors import BadInput
 from soak.files import load_model
 from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
-from soak.record.schema import CallRow, EventRow, SampleRow, SweepInfo, TaskRow
+from soak.record.layout import RunLayout
+from soak.record.schema import CallRow, EventRow, Row, SampleRow, SweepInfo, TaskRow
 
-R = TypeVar("R", bound=BaseModel)
+R = TypeVar("R", bound=Row)
 
 
-TABLES: dict[str, type[BaseModel]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
+TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
 
 
@@ -96,8 +97,9 @@ def _parse(text: str, text_columns: list[str]) -> pd.DataFrame:
         return pd.DataFrame([r for r in rows[1:] if len(r) == len(header)], columns=header, dtype=str)
 
 
-def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataFrame:
-    """One CSV as a DataFrame with every field of `model`, typed; missing columns get the model's default."""
+def read_table(path: Path, model: type[Row], notes: list[str]) -> pd.DataFrame:
+    """One CSV as a DataFrame with every field of `model`, typed; missing columns get the model's default and a
+    column of an older schema version is read under its new name (`Row.former_names`)."""
     kinds = _column_kinds(model)
     data = b""
     if path.is_file():
@@ -112,6 +114,7 @@ def read_table(path: Path, model: type[BaseModel], notes: list[str]) -> pd.DataF
     text_columns = [name for name, (kind, _, _) in kinds.items() if kind in ("str", "bool")]
     frame = _parse(text, text_columns) if text.strip() else pd.DataFrame()
     frame = frame.rename(columns=str.strip)
+    frame = frame.rename(columns={old: new for old, new in model.former_names.items() if new not in frame.columns})
     out = {}
     for name, (kind, default, _) in kinds.items():
         raw = frame[name] if name in frame.columns else pd.Series([None] * len(frame), dtype=object)
@@ -190,8 +193,9 @@ def load_run(path: Path) -> RunRecord:
     if not path.is_dir():
         raise BadInput(f"{path}: not a run folder")
     notes: list[str] = []
-    meta = read_meta(path / "run.json", notes)
-    tables = {name: read_table(path / f"{name}.csv", model, notes) for name, model in TABLES.items()}
+    layout = RunLayout(path)
+    meta = read_meta(layout.info, notes)
+    tables = {name: read_table(getattr(layout, name), model, notes) for name, model in TABLES.items()}
     every = tables["tasks"]
     tables["tasks"] = latest_attempts(every).reset_index(drop=True)
     if superseded := len(every) - len(tables["tasks"]):
@@ -211,7 +215,7 @@ RUN_NAME_START = re.compile(r"^(\d{8}-\d{6})")
 def created_at(path: Path) -> float | None:
     """When a run was made: run.json's `created_at`, else the start time its name begins with; None if neither."""
     try:
-        value = json.loads((path / "run.json").read_text()).get("created_at")
+        value = json.loads(RunLayout(path).info.read_text()).get("created_at")
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     except (OSError, ValueError, AttributeError):
@@ -230,7 +234,7 @@ def run_folders(root: Path | None = None) -> list[Path]:
     root = root or data_dir()
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and any((p / f).exists() for f in ("run.json", "tasks.csv"))]
+    found = [p for p in root.iterdir() if p.is_dir() and RunLayout(p).is_run()]
     return sorted(found, key=lambda p: (created_at(p) or 0.0, p.name))
 
 

@@ -1,10 +1,12 @@
 """The row models of every CSV and of run.json: the schema of a run folder, written once."""
 
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
+(the reader maps the old name) and resumable when its columns differ only by that name."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -30,8 +32,9 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
 
 Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
 """Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""
-MANGLED: frozenset[Integrity] = frozenset(get_args(Integrity)) - {"ok", "none"}
-"""The verdicts of a mangled tool call: the one definition of a broken call (counted, shown, gated)."""
+MANGLED: tuple[Integrity, ...] = ("mangled_name", "unknown_tool", "bad_json", "path_escape", "missing")
+"""The verdicts of a mangled tool call, worst first: the one definition of a broken call (counted, shown, gated);
+every verdict but ok and none."""
 
 Role = Literal["orchestrator", "coder", "agent", "probe"]
 """Who made an LLM call: soak's orchestrator or coder, an external agent (through the recording proxy), or a probe
@@ -45,6 +48,9 @@ CallStatus = Literal[
 
 class Row(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    former_names: ClassVar[dict[str, str]] = {}
+    """Column names of older schema versions -> today's, mapped by the reader and accepted by a resume."""
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -97,7 +103,9 @@ class TaskRow(Row):
 
 
 class CallRow(Row):
-    """One LLM call attempt (calls.csv); retries are rows of their own."""
+    """One try of an LLM call (calls.csv); retries are rows of their own."""
+
+    former_names: ClassVar[dict[str, str]] = {"attempt": "retry"}
 
     task_id: str
     cycle: int
@@ -106,7 +114,8 @@ class CallRow(Row):
     short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
     call_index: int
     """Position of the call within its task, counting retries."""
-    attempt: int = 1
+    retry: int = 1
+    """1 for the first try of a call, +1 per retry (a task attempt is (task_id, cycle, session), not this)."""
     role: Role
     """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str

@@ -2,8 +2,8 @@
 
 A line is the chat message itself (role, content, tool calls as the model wrote them, the tool call it answers,
 reasoning) plus where it belongs (`thread`: "orchestrator", "coder-<n>" or "direct"; `round`) and, on an assistant
-line, the loop's verdict on each of its tool calls (`verdicts`, by call id). `chat_message()` is the message a
-server can be sent again (for `soak gate prefix-replay`)."""
+line, the loop's verdict on each of its tool calls (`verdicts`, by call id; transcripts written before verdicts were
+kept have none). `chat_message()` is the message as the server was sent it (for `soak gate prefix-replay`)."""
 
 import json
 from collections.abc import Iterator
@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from soak.record.schema import Integrity
 
-CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning")
+CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+"""What a server is sent back of a message: reasoning is kept for the reader, never sent again."""
 
 
 class TranscriptLine(BaseModel):
@@ -46,8 +47,25 @@ class TranscriptLine(BaseModel):
         return cls.model_validate({**message, "thread": thread, "round": round_, "verdicts": verdicts or None})
 
     def chat_message(self) -> dict[str, Any]:
-        """The message without soak's keys, as a server takes it."""
-        return self.model_dump(include=set(CHAT_KEYS), exclude_none=True)
+        """The message as the loop sent it back: chat keys only, tool-call arguments that are no JSON object
+        replaced by {} (chat templates cannot render them)."""
+        message = self.model_dump(include=set(CHAT_KEYS), exclude_none=True)
+        for call in message.get("tool_calls") or []:
+            function = call.get("function")
+            if isinstance(function, dict) and not _is_object(function.get("arguments")):
+                function["arguments"] = "{}"
+        return message
+
+    def verdict(self, call_id: str) -> Integrity | None:
+        """The loop's verdict on one of this line's tool calls; None when the transcript kept none."""
+        return (self.verdicts or {}).get(call_id)
+
+
+def _is_object(arguments: Any) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (TypeError, ValueError):
+        return False
 
 
 def append_line(handle: TextIO, line: TranscriptLine) -> None:

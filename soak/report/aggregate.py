@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from soak.record.read import RunRecord
-from soak.record.schema import MODEL_OUTCOMES
+from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import OUTCOMES, problem_table, span_text, with_calls
 from soak.report import series
 
@@ -15,7 +15,6 @@ PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra
                 "outcomes", "last_error_kind", "route", "tampered", "suspicious_passes", "tampering", "suspicion"]
 TAMPERING_KIND = "Tampering"
 """error_kind of a tampered attempt; its error_tail says what was changed."""
-TOOL_VERDICTS_OK = ("ok", "none")
 MEMORY_VERDICT_HOURS = 0.5
 """Below this the host's own noise (other processes, page cache) outweighs any trend of the stack."""
 STACK_EVENTS = ("restart", "down", "up", "health_fail", "pause", "unpause", "error_budget", "signal", "resume",
@@ -154,21 +153,21 @@ def integrity_counts(calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def integrity_over_time(calls: pd.DataFrame, start: float, width: float) -> pd.DataFrame:
-    """Per role and time bucket: share of tool-using calls whose tool call was broken."""
+    """Per role and time bucket: share of tool-using calls whose tool call was mangled."""
     tooled = calls[calls["integrity"] != "none"]
     if tooled.empty:
-        return pd.DataFrame(columns=["role", "at", "bad_share", "calls"])
-    bad = ~tooled["integrity"].isin(TOOL_VERDICTS_OK)
-    grouped = bad.groupby([tooled["role"], series.time_bucket(tooled["started_at"], start, width)])
-    out = pd.DataFrame({"bad_share": grouped.mean(), "calls": grouped.size()}).reset_index()
+        return pd.DataFrame(columns=["role", "at", "mangled_share", "calls"])
+    mangled = tooled["integrity"].isin(MANGLED)
+    grouped = mangled.groupby([tooled["role"], series.time_bucket(tooled["started_at"], start, width)])
+    out = pd.DataFrame({"mangled_share": grouped.mean(), "calls": grouped.size()}).reset_index()
     out["at"] = series.bucket_middle(out["bucket"], start, width)
-    return out[["role", "at", "bad_share", "calls"]]
+    return out[["role", "at", "mangled_share", "calls"]]
 
 
 def mangled_examples(calls: pd.DataFrame, n: int = 5) -> pd.DataFrame:
-    bad = calls[~calls["integrity"].isin(TOOL_VERDICTS_OK)]
-    return bad.head(n)[["started_at", "task_id", "cycle", "role", "integrity", "tool_names", "finish_reason",
-                        "error"]].reset_index(drop=True)
+    mangled = calls[calls["integrity"].isin(MANGLED)]
+    return mangled.head(n)[["started_at", "task_id", "cycle", "session", "role", "integrity", "tool_names",
+                            "finish_reason", "error"]].reset_index(drop=True)
 
 
 def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:
@@ -241,7 +240,7 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
     flagged = suspicious_column(tasks) != ""
     suspicious_passes = int((flagged & (tasks["outcome"] == "pass")).sum())
     rounds_known = model_attempts > 0 and bool((tasks["rounds"] > 0).any())
-    mangled = int((~calls["integrity"].isin(TOOL_VERDICTS_OK)).sum()) if not calls.empty else int(
+    mangled = int(calls["integrity"].isin(MANGLED).sum()) if not calls.empty else int(
         tasks["mangled_tool_calls"].sum())
     exhausted = int(calls["reasoning_exhausted"].sum()) if not calls.empty else int(tasks["reasoning_exhausted"].sum())
     memory = series.memory_trend(run.samples)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from soak.llm.integrity import ToolCall
+from soak.record.layout import AttemptLayout
+from soak.record.transcript import TranscriptLine, read_transcript
 
 MESSAGE_CHARS = 20_000
 """Longest message body shown; the rest is in the raw file."""
@@ -92,25 +94,23 @@ def diff_lines(before: str, after: str) -> list[tuple[str, str]]:
     return out
 
 
-def read_rounds(workdir: Path, entry_hint: str = "") -> list[Round]:
-    """round-1, round-2, … in order: the judged solution, its test output and parsed counts, the diff between them."""
-    numbers = sorted(int(p.name[6:]) for p in workdir.glob("round-*") if p.name[6:].isdigit()) if workdir.is_dir() \
-        else []
+def read_rounds(attempt: AttemptLayout, entry_hint: str = "") -> list[Round]:
+    """Each judged round in order: the judged solution, its test output and parsed counts, the diff between them."""
     rounds, previous = [], None
-    for number in numbers:
-        folder = workdir / f"round-{number}"
+    for number in attempt.rounds():
+        folder = attempt.round(number)
         item = Round(number)
         sources = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".py")
         chosen = next((p for p in sources if p.name == entry_hint), sources[0] if sources else None)
         if chosen is not None:
             item.solution_name = chosen.name
             item.solution, item.solution_cut = read_text(chosen)
-        item.output, item.output_cut = read_text(folder / "test_output.txt")
+        item.output, item.output_cut = read_text(attempt.test_output(number))
         item.counts = test_counts(item.output)
         item.failing = failing_tests(item.output)
         if chosen is not None and previous is not None and previous.solution_name:
             item.diff = diff_lines(previous.solution, item.solution)
-        agent = folder / "agent"
+        agent = attempt.agent_files(number)
         if agent.is_dir():
             files = sorted((p for p in agent.rglob("*") if p.is_file()), key=lambda p: (p.name != "output.txt", p))
             item.agent_files = [(str(p.relative_to(agent)), *read_text(p)) for p in files[:AGENT_FILES]]
@@ -161,11 +161,21 @@ class Transcript:
     """Round -> the user message that opened it after a failed round (the error the model was shown)."""
 
 
-def verdict_of(call: ToolCall, recorded: dict[str, Any], row: dict[str, Any] | None) -> tuple[str, str]:
+def verdict_of(call: ToolCall, line: TranscriptLine, row: dict[str, Any] | None) -> tuple[str, str]:
     """(verdict, refused path) of one tool call as the loop judged it: recorded in the transcript, else (older
     transcripts) its call's worst verdict from calls.csv, exact for the usual one tool call per answer."""
-    verdict = str(recorded.get(call.id) or (row or {}).get("integrity") or "?")
+    verdict = str(line.verdict(call.id) or (row or {}).get("integrity") or "?")
     return verdict, str((call.args() or {}).get("path", "")) if verdict == "path_escape" else ""
+
+
+def tool_calls_of(line: TranscriptLine) -> list[ToolCall]:
+    """The line's tool calls as the model wrote them (a call without a function keeps an empty name)."""
+    found = []
+    for item in line.tool_calls or []:
+        function = item.get("function") if isinstance(item.get("function"), dict) else {}
+        found.append(ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
+                              arguments=text_of(function.get("arguments"))))
+    return found
 
 
 def text_of(value: Any) -> str:
@@ -174,63 +184,47 @@ def text_of(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def read_transcript(path: Path, calls: list[dict[str, Any]], limit: int = TRANSCRIPT_CHARS) -> Transcript:
+def read_conversation(path: Path, calls: list[dict[str, Any]], limit: int = TRANSCRIPT_CHARS) -> Transcript:
     """The transcript's messages (until `limit` characters are shown), each assistant message paired with its call
     (the i-th answered call of the attempt), each tool call with its verdict and its reply."""
     out = Transcript()
     answered = [c for c in calls if c.get("status") == "ok"]
     shown_chars, assistant = 0, 0
     pending: dict[str, Tool] = {}
-    try:
-        handle = path.open(errors="replace")
-    except OSError:
-        return out
-    with handle:
-        for line in handle:
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(raw, dict):
-                continue
-            out.total += 1
-            thread, number, role = str(raw.get("thread") or "?"), int(raw.get("round") or 0), str(raw.get("role"))
-            if thread not in out.threads:
-                out.threads.append(thread)
-            opens = role == "user" and number > 1 and thread in ("orchestrator", "direct")
-            if opens and number not in out.fed_back and FED_BACK.match(text_of(raw.get("content"))):
-                out.fed_back[number] = text_of(raw.get("content"))
-            message = Message(out.total, thread, number, role, *cut(text_of(raw.get("content"))))
-            if role == "assistant":
-                message.call = answered[assistant] if assistant < len(answered) else None
-                assistant += 1
-                message.reasoning, message.reasoning_cut = cut(text_of(raw.get("reasoning")))
-                if message.reasoning:
-                    known = (message.call or {}).get("reasoning_tokens")
-                    message.reasoning_tokens = f"{int(known)}" if isinstance(known, int | float) and known == known \
-                        else f"≈{len(message.reasoning.split())}"
-                recorded = raw.get("verdicts") if isinstance(raw.get("verdicts"), dict) else {}
-                for item in raw.get("tool_calls") or []:
-                    function = item.get("function") if isinstance(item, dict) else None
-                    function = function if isinstance(function, dict) else {}
-                    call = ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
-                                    arguments=text_of(function.get("arguments")))
-                    verdict, refused = verdict_of(call, recorded, message.call)
-                    fields = call.args()
-                    tool = Tool(call.id, call.name, call.arguments, verdict, fields, refused)
-                    if verdict == "ok" and call.name == "write_file" and fields:
-                        out.writes.append(str(fields.get("content", "")))
-                    message.tools.append(tool)
-                    pending[call.id] = tool
-            elif role == "tool" and str(raw.get("tool_call_id")) in pending:
-                tool = pending.pop(str(raw.get("tool_call_id")))
-                tool.reply, tool.reply_cut = cut(text_of(raw.get("content")))
-            size = len(message.content) + len(message.reasoning) + sum(len(t.arguments) for t in message.tools)
-            if shown_chars + size > limit:
-                out.truncated = True
-                continue
-            shown_chars += size
-            out.messages.append(message)
+    for line in read_transcript(path):
+        out.total += 1
+        thread, number, content = line.thread or "?", line.round, line.content or ""
+        if thread not in out.threads:
+            out.threads.append(thread)
+        opens = line.role == "user" and number > 1 and thread in ("orchestrator", "direct")
+        if opens and number not in out.fed_back and FED_BACK.match(content):
+            out.fed_back[number] = content
+        message = Message(out.total, thread, number, line.role, *cut(content))
+        if line.role == "assistant":
+            message.call = answered[assistant] if assistant < len(answered) else None
+            assistant += 1
+            message.reasoning, message.reasoning_cut = cut(line.reasoning or "")
+            if message.reasoning:
+                known = (message.call or {}).get("reasoning_tokens")
+                message.reasoning_tokens = f"{int(known)}" if isinstance(known, int | float) and known == known \
+                    else f"≈{len(message.reasoning.split())}"
+            for call in tool_calls_of(line):
+                verdict, refused = verdict_of(call, line, message.call)
+                fields = call.args()
+                tool = Tool(call.id, call.name, call.arguments, verdict, fields, refused)
+                if verdict == "ok" and call.name == "write_file" and fields:
+                    out.writes.append(str(fields.get("content", "")))
+                message.tools.append(tool)
+                pending[call.id] = tool
+        elif line.role == "tool" and str(line.tool_call_id) in pending:
+            tool = pending.pop(str(line.tool_call_id))
+            tool.reply, tool.reply_cut = cut(content)
+        size = len(message.content) + len(message.reasoning) + sum(len(t.arguments) for t in message.tools)
+        if shown_chars + size > limit:
+            out.truncated = True
+            continue
+        shown_chars += size
+        out.messages.append(message)
     return out
 
 

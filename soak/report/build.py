@@ -5,12 +5,13 @@ from typing import Any
 import pandas as pd
 
 from soak.decisions.sweep import Recommendation, Standing
+from soak.record.layout import RunLayout
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import problem_table
 from soak.report import aggregate as agg
 from soak.report import charts, series
-from soak.report.transcripts import broken_tool_calls
+from soak.report.transcripts import mangled_tool_calls
 
 TABLE_ROWS = 200
 """Longest table shown in full; the rest is counted, not listed."""
@@ -84,15 +85,20 @@ def server_charts(run: RunRecord, clock: charts.Clock) -> dict[str, str]:
 
 
 def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
-    """The first broken calls, each with the raw tool call from its task's transcript when one was kept."""
+    """The first mangled calls, each with the raw tool call from its task's transcript when one was kept (a call
+    judged `missing` made none to show)."""
     examples = records(agg.mangled_examples(run.calls))
-    seen: dict[tuple[str, int], int] = {}
+    layout = RunLayout(run.path)
+    answered = run.calls[run.calls["status"] == "ok"].sort_values(["call_index", "retry"], kind="stable")
+    seen: dict[tuple[str, int, int], int] = {}
     for example in examples:
         example["raw"] = ""
-        if example["integrity"] not in ("mangled_name", "bad_json", "unknown_tool"):
+        if example["integrity"] == "missing":
             continue
-        key = (str(example["task_id"]), int(example["cycle"] or 0))
-        raw = broken_tool_calls(run.path, *key)
+        key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["session"] or 0))
+        mine = answered[(answered["task_id"] == key[0]) & (answered["cycle"] == key[1])
+                        & (answered["session"] == key[2])]
+        raw = mangled_tool_calls(layout.attempt(*key[:2]), list(mine["integrity"]))
         example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""
         seen[key] = seen.get(key, 0) + 1
     return examples
@@ -198,8 +204,8 @@ def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list
         rows.append({
             "name": s.name, "run_id": s.run_id, "status": s.status, "detail": s.detail, "anchor": index,
             "passes": s.passes, "attempts": s.attempts, "pass_rate": s.pass_rate, "interval": s.pass_interval,
-            "tool_calls": s.tool_calls, "broken": s.broken_text() if s.tool_calls else "",
-            "broken_share": s.broken_share,
+            "tool_calls": s.tool_calls, "mangled": s.mangled_text() if s.tool_calls else "",
+            "mangled_share": s.mangled_share,
             "decode_tps": s.decode_tps, "ttft_s": s.ttft_s, "gates": [g.model_dump() for g in s.gates],
             "hit_rate": night_hit_rate(run.samples) if run is not None else None,
             "spec": [agg.clean(a) for a in spec["acceptance"]], "restarts": head.get("restarts"),

@@ -230,11 +230,11 @@ def plot_spec_positions(ax: Any, accepted: pd.DataFrame) -> None:
 
 
 def plot_integrity(ax: Any, frame: pd.DataFrame, clock: Clock) -> None:
-    title = "Broken tool calls, share of tool-using calls per interval"
+    title = "Mangled tool calls, share of tool-using calls per interval"
     if frame.empty:
         return no_data(ax, title)
     for role, part in frame.groupby("role"):
-        ax.plot(clock.x(part["at"]), part["bad_share"] * 100, marker=".", label=role)
+        ax.plot(clock.x(part["at"]), part["mangled_share"] * 100, marker=".", label=role)
     ax.set(title=title, xlabel=clock.label, ylabel="% of calls")
     ax.legend(fontsize=7)
 

@@ -11,9 +11,10 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from soak.record.layout import TRANSCRIPT, RunLayout
 from soak.record.read import RunRecord
 from soak.report import charts, revision
-from soak.report.attempt import Transcript, read_rounds, read_transcript
+from soak.report.attempt import Transcript, read_conversation, read_rounds
 
 SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 TIMELINE_WIDTH = 860
@@ -63,7 +64,7 @@ class Site:
         return f"problems/{slug(str(task_id))}.html" if str(task_id) in self.problems else ""
 
     def raw(self, run: int, task_id: str, cycle: int) -> str:
-        return f"raw/{self.runs[run]}/{slug(task_id)}/{cycle}/transcript.jsonl"
+        return f"raw/{self.runs[run]}/{slug(task_id)}/{cycle}/{TRANSCRIPT}"
 
 
 def ended_by(row: dict[str, Any], budgets: dict[str, Any], calls: int) -> str:
@@ -111,10 +112,10 @@ def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list
                     out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(what the attempt page shows, the attempt's summary for problem pages and the revision section)."""
     task_id, cycle = str(row["task_id"]), int(row["cycle"])
-    workdir = run.path / "work" / task_id / str(cycle)
-    rounds = read_rounds(workdir)
+    work = RunLayout(run.path).attempt(task_id, cycle)
+    rounds = read_rounds(work)
     agent = bool(row.get("agent"))
-    transcript = Transcript() if agent else read_transcript(workdir / "transcript.jsonl", calls)
+    transcript = Transcript() if agent else read_conversation(work.transcript, calls)
     for item in rounds:
         item.fed_back = transcript.fed_back.get(item.number + 1, "")
     model = row.get("coder_model") or row.get("agent") or row.get("orchestrator_model") or "?"
@@ -123,7 +124,7 @@ def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list
     if transcript.truncated and out is not None and site.pages:
         raw = site.raw(index, task_id, cycle)
         (out / raw).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(workdir / "transcript.jsonl", out / raw)
+        shutil.copyfile(work.transcript, out / raw)
     n_calls = int(row["orchestrator_calls"] + row["coder_calls"] + row["agent_calls"])
     summary = {
         "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "session": int(row["session"]),
@@ -137,7 +138,7 @@ def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list
     page = {
         "row": row, "summary": summary, "rounds": rounds, "transcript": transcript, "calls": calls, "agent": agent,
         "timeline": timeline(calls, row["started_at"]), "ended_by": ended_by(row, budgets, n_calls),
-        "budgets": budgets, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(workdir),
+        "budgets": budgets, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(work.path),
     }
     return page, summary
 
@@ -147,7 +148,7 @@ def calls_by_attempt(calls: pd.DataFrame) -> dict[tuple[str, int, int], list[dic
         return {}
     found: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     # One to_dict for the whole table: a DataFrame per attempt costs milliseconds each, minutes over 10k attempts.
-    for call in calls.sort_values(["call_index", "attempt"], kind="stable").to_dict("records"):
+    for call in calls.sort_values(["call_index", "retry"], kind="stable").to_dict("records"):
         found.setdefault((str(call["task_id"]), int(call["cycle"]), int(call["session"])), []).append(call)
     return found
 

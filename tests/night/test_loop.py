@@ -769,7 +769,7 @@ def test_retry_reruns_those_outcomes_and_the_new_rows_supersede_the_old(tmp_path
     table = problem_table(record.tasks)
     assert table.loc["task-1", "attempts"] == 2 and table.loc["task-1", "infra_errors"] == 0
     assert table.loc["task-2", "outcomes"] == "harness_error 2"
-    stats = RunStats.from_folder(folder.path, folder.read_info())
+    stats = RunStats.from_folder(folder.layout, folder.read_info())
     assert stats.done == 12 and stats.outcomes["infra_error"] == 0 and stats.outcomes["harness_error"] == 2
     # The superseded attempt's work folder is kept beside the new one.
     assert (folder.path / "work" / "task-1" / "1.session-0" / "kept.txt").is_file()
