@@ -7,13 +7,16 @@ page), rendered to index.html plus a page per problem and per attempt; the folde
 import argparse
 import os
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from soak.record.read import load_run
-from soak.report.render import render_report
-from soak.report.synth import build_run
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the synthetic run folders are test code
+
+from soak.record.read import load_run  # noqa: E402
+from soak.report.render import render_report  # noqa: E402
+from tests.synth import build_run  # noqa: E402
 
 TARGET_SECONDS, TARGET_MB, TARGET_RATIO = 15.0, 5.0, 12.0
 FOLDER_SECONDS, FOLDER_MB, PAGE_MB = 60.0, 150.0, 5.0

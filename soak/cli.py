@@ -153,12 +153,26 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
 
 # --- gate --------------------------------------------------------------------------------------
 
-GATES = ["prefill", "long-prompt", "prefix-twin", "prefix-replay"]
-"""soak.decisions.gate.THRESHOLDS's gates, named here so that `soak --help` does not import the gates."""
+class GateName(click.Choice):
+    """A gate of soak.decisions.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
+    client, which every other command would otherwise pay for at start)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from soak.decisions.gate import GATES
+
+        return (*GATES, "all")
+
+    @choices.setter
+    def choices(self, _: object) -> None:
+        """The registry is the only source of the names."""
 
 
 @main.command()
-@click.argument("name", type=click.Choice([*GATES, "all"]))
+@click.argument("name", type=GateName())
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
 @click.option("--role", type=click.Choice(["coder", "orchestrator"]), default="coder", show_default=True,
               help="Whose endpoint to probe.")
@@ -176,8 +190,8 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
     """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL."""
     from soak.decisions.gate import run_gate_command
 
-    ok = run_gate_command(name, config_path, role, base_url, model, metrics_url, tokens, threshold,
-                          transcript, output)
+    ok = run_gate_command(name, config_path, role, base_url, model, metrics_url, tokens, threshold, transcript,
+                          output)
     sys.exit(0 if ok else 1)
 
 

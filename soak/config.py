@@ -150,7 +150,7 @@ class ErrorBudget(Strict):
 
 
 class Gates(Strict):
-    """Thresholds and sizes of `soak gate`."""
+    """Thresholds and sizes of `soak gate` (soak.decisions.gate.GATES says which gate reads which)."""
 
     prefill_tokens: int = 4000
     """Prompt size of the cold prefill probes."""
@@ -161,7 +161,7 @@ class Gates(Strict):
     """The long prompt's first token must come sooner than this."""
     twin_tokens: int = 2000
     min_prefix_hit_rate: float = 0.5
-    """prefix-twin and prefix-replay pass at or above this hit rate."""
+    """The prefix-cache gates pass at or above this hit rate."""
 
 
 class SoakConfig(Strict):

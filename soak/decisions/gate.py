@@ -1,4 +1,5 @@
-"""`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay).
+"""`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay), and
+GATES, the one registry of them that the CLI, `soak gate`, doctor and a sweep read.
 
 Gates assume the server is otherwise idle: cache hit rates come from /metrics counter deltas around the probes.
 Prompt sizes are the server's reported prompt_tokens, never estimates.
@@ -8,14 +9,21 @@ import asyncio
 import json
 import random
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from soak.config import Gates, SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
+from soak.record.layout import RunLayout
+from soak.record.read import run_folders
 from soak.record.schema import HIT_COUNTERS, GateMeasure, GateRecord
+from soak.record.transcript import TranscriptLine, read_transcript
 from soak.stack.telemetry import fetch_server_metrics
 
 WORDS = [
@@ -135,13 +143,10 @@ async def gate_long_prompt(probe: Probe, tokens: int = 120_000, limit_seconds: f
     )
 
 
-UNITS = {"prefill": ("tok/s", True), "long-prompt": ("s", False)}
-
-
 def unmeasurable(name: str, threshold: float, why: str) -> GateResult:
-    unit, higher = UNITS.get(name, ("hit rate", True))
-    return GateResult(name=name, measured=None, threshold=threshold, unit=unit, higher_is_better=higher,
-                      detail=f"cannot be measured: {why}")
+    gate = GATES[name]
+    return GateResult(name=name, measured=None, threshold=threshold, unit=gate.unit,
+                      higher_is_better=gate.higher_is_better, detail=f"cannot be measured: {why}")
 
 
 async def hit_rate_of(probe: Probe, turns: list[tuple[list[dict[str, Any]], bool]], name: str,
@@ -177,36 +182,24 @@ async def gate_prefix_twin(probe: Probe, tokens: int = 2000, threshold: float = 
     return await hit_rate_of(probe, [(messages, False), (messages, True)], "prefix-twin", threshold)
 
 
-CHAT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
-
-
-def replayable(message: dict[str, Any]) -> dict[str, Any]:
-    """A recorded message as a server takes it: only chat keys, tool-call arguments that parse."""
-    clean = {key: message[key] for key in CHAT_KEYS if key in message}
-    for call in clean.get("tool_calls") or []:
-        function = call.get("function", {})
-        try:
-            json.loads(function.get("arguments") or "")
-        except ValueError:
-            function["arguments"] = "{}"
-    return clean
-
-
 def replay_turns(transcript: Path) -> list[tuple[list[dict[str, Any]], bool]]:
     """A recorded session (JSONL of chat messages) -> the prompt of each assistant turn, each extending the last.
 
     Lines of soak's own transcripts carry a `thread` (orchestrator, coder-<n>, direct); each thread is replayed as
-    its own conversation and its first turn only warms the cache, so turns 2+ are measured.
+    its own conversation, its messages as the loop sent them (TranscriptLine.chat_message), and its first turn
+    only warms the cache, so turns 2+ are measured.
     """
     try:
         lines = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+        recorded = [TranscriptLine.model_validate(line) for line in lines]
     except (OSError, json.JSONDecodeError) as error:
         raise BadInput(f"{transcript}: not a JSONL transcript ({error})") from None
-    if not all(isinstance(m, dict) and "role" in m for m in lines):
-        raise BadInput(f"{transcript}: every line must be a chat message with a role")
+    except ValidationError:
+        raise BadInput(f"{transcript}: every line must be a chat message with a role "
+                       "(system, user, assistant or tool)") from None
     threads: dict[str, list[dict[str, Any]]] = {}
-    for line in lines:
-        threads.setdefault(str(line.get("thread", "")), []).append(replayable(line))
+    for line in recorded:
+        threads.setdefault(line.thread, []).append(line.chat_message())
     turns = []
     for messages in threads.values():
         starts = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
@@ -222,38 +215,59 @@ async def gate_prefix_replay(probe: Probe, transcript: Path, threshold: float = 
 
 def latest_transcript(runs_root: Path) -> Path | None:
     """The newest recorded transcript with at least two assistant turns, for `gate all`."""
-    candidates = sorted(runs_root.glob("*/work/*/*/transcript.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in candidates[:200]:
-        if sum('"role": "assistant"' in line or '"role":"assistant"' in line for line in path.open()) >= 2:
+    found = [path for run in run_folders(runs_root) for path in RunLayout(run).transcripts()]
+    for path in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)[:200]:
+        assistant = (line for line in read_transcript(path) if line.role == "assistant")
+        if next(assistant, None) and next(assistant, None):
             return path
     return None
 
 
-async def run_gate(probe: Probe, name: str, gates: Gates, transcript: Path | None) -> GateResult:
-    if name == "prefill":
-        threshold = gates.prefill_min_tokens_per_second
-        return await gate_prefill(probe, gates.prefill_tokens, gates.prefill_prompts, threshold)
-    if name == "long-prompt":
-        return await gate_long_prompt(probe, gates.long_prompt_tokens, gates.long_prompt_max_seconds)
-    if name == "prefix-twin":
-        return await gate_prefix_twin(probe, gates.twin_tokens, gates.min_prefix_hit_rate)
+async def replay_or_not(probe: Probe, gates: Gates, transcript: Path | None) -> GateResult:
     if transcript is None:
         return unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)")
     return await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate)
 
 
-THRESHOLDS = {"prefill": "prefill_min_tokens_per_second", "long-prompt": "long_prompt_max_seconds",
-              "prefix-twin": "min_prefix_hit_rate", "prefix-replay": "min_prefix_hit_rate"}
+@dataclass(frozen=True)
+class Gate:
+    """One gate: how it runs, which [gates] settings it reads, and whether it needs a recorded transcript."""
+
+    run: Callable[[Probe, Gates, Path | None], Awaitable[GateResult]]
+    threshold: str
+    """The [gates] key of its threshold (`soak gate --threshold` sets it)."""
+    unit: str
+    higher_is_better: bool = True
+    size: str | None = None
+    """The [gates] key of its prompt size (`soak gate --tokens` sets it); None: the transcript sizes the prompts."""
+    needs_transcript: bool = False
+    """It replays a recorded transcript, so a sweep cannot probe it by itself before the first attempt."""
+
+
+GATES: dict[str, Gate] = {
+    "prefill": Gate(lambda probe, g, _: gate_prefill(probe, g.prefill_tokens, g.prefill_prompts,
+                                                     g.prefill_min_tokens_per_second),
+                    "prefill_min_tokens_per_second", "tok/s", size="prefill_tokens"),
+    "long-prompt": Gate(lambda probe, g, _: gate_long_prompt(probe, g.long_prompt_tokens, g.long_prompt_max_seconds),
+                        "long_prompt_max_seconds", "s", higher_is_better=False, size="long_prompt_tokens"),
+    "prefix-twin": Gate(lambda probe, g, _: gate_prefix_twin(probe, g.twin_tokens, g.min_prefix_hit_rate),
+                        "min_prefix_hit_rate", "hit rate", size="twin_tokens"),
+    "prefix-replay": Gate(replay_or_not, "min_prefix_hit_rate", "hit rate", needs_transcript=True),
+}
+"""Every gate by name, in the order `soak gate all` runs them."""
+SWEEP_GATES = tuple(name for name, gate in GATES.items() if not gate.needs_transcript)
+"""The gates a sweep can probe by itself (prefix-replay needs a recorded transcript: use `soak gate`)."""
 
 
 async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Path | None) -> list[GateResult]:
     """Each gate in turn; one whose probe fails is a FAIL with the reason, and the others still run."""
     results = []
     for name in names:
+        gate = GATES[name]
         try:
-            result = await run_gate(probe, name, gates, transcript)
+            result = await gate.run(probe, gates, transcript)
         except ProbeFailed as failure:
-            result = unmeasurable(name, getattr(gates, THRESHOLDS[name]), str(failure))
+            result = unmeasurable(name, getattr(gates, gate.threshold), str(failure))
         if probe.unstreamed:
             result.detail += " (probed without streaming: the server's streams report no usage)"
         results.append(result)
@@ -275,27 +289,37 @@ async def gate_role(config: SoakConfig, role: str, names: list[str], gates: Gate
         await chat.close()
 
 
+def with_overrides(gates: Gates, name: str, tokens: int | None, threshold: float | None) -> Gates:
+    """`--tokens` and `--threshold` set the named gate's own [gates] keys."""
+    if name not in GATES:
+        if tokens is not None or threshold is not None:
+            raise BadInput("--tokens and --threshold set one gate's prompt size and threshold: name the gate")
+        return gates
+    gate, overrides = GATES[name], {}
+    if tokens is not None:
+        if gate.size is None:
+            raise BadInput(f"{name} replays the transcript's own prompts: drop --tokens")
+        overrides[gate.size] = tokens
+    if threshold is not None:
+        overrides[gate.threshold] = threshold
+    return gates.model_copy(update=overrides)
+
+
 def run_gate_command(
     name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
     metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
     output: Path | None,
 ) -> bool:
-    """Resolve the endpoint and thresholds, run the gate(s), print and optionally save; True when all pass."""
+    """Resolve the endpoint and thresholds, run the gate (`all`: every one), print and optionally save; True when
+    all pass."""
     from soak.config import load_config, with_cli_endpoint
     from soak.paths import data_dir
 
     config = with_cli_endpoint(load_config(config_path), base_url, model)
     endpoint = config.endpoint_for(role)
-    gates = config.gates
-    overrides: dict[str, Any] = {}
-    if tokens is not None:
-        key = {"prefill": "prefill_tokens", "long-prompt": "long_prompt_tokens", "prefix-twin": "twin_tokens"}
-        overrides[key.get(name, "twin_tokens")] = tokens
-    if threshold is not None:
-        overrides[THRESHOLDS.get(name, "min_prefix_hit_rate")] = threshold
-    gates = gates.model_copy(update=overrides)
-    names = list(THRESHOLDS) if name == "all" else [name]
-    if "prefix-replay" in names and transcript is None and name == "all":
+    gates = with_overrides(config.gates, name, tokens, threshold)
+    names = list(GATES) if name == "all" else [name]
+    if name == "all" and transcript is None:
         transcript = latest_transcript(data_dir())
     results = asyncio.run(gate_role(config, role, names, gates, transcript, metrics_url))
     for result in results:

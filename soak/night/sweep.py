@@ -28,6 +28,7 @@ from pydantic import Field, ValidationError, model_validator
 from rich.console import Console
 
 from soak.config import SoakConfig, Strict, load_config, redact
+from soak.decisions.gate import SWEEP_GATES, gate_role
 from soak.errors import BadInput
 from soak.files import describe_validation_error, load_model, write_atomic
 from soak.night.lifecycle import create_run, reopen_run
@@ -39,8 +40,8 @@ from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
 from soak.record.schema import RunLimits, SweepEntry, SweepInfo
 
-GateName = Literal["prefill", "long-prompt", "prefix-twin"]
-"""The gates a sweep can probe by itself (prefix-replay needs a recorded transcript: use `soak gate`)."""
+GateName = Literal[SWEEP_GATES]
+"""The gates a sweep can probe by itself (soak.decisions.gate.SWEEP_GATES)."""
 SHARED_KEYS = ("suite", "seed")
 SWEEP_FILE = "sweep.json"
 ENDED = ("deadline", "tasks", "cycles")
@@ -199,8 +200,6 @@ class Sweep:
         async def gates() -> None:
             if not entry.gates or entry.gate_results:
                 return
-            from soak.decisions.gate import gate_role
-
             results = await gate_role(config, "coder", list(entry.gates), config.gates)
             entry.gate_results = [result.record() for result in results]
             write_atomic(folder.layout.gates, "[\n" + ",\n".join(

@@ -69,16 +69,22 @@ def repair_tail(path: Path) -> int:
     return len(data) - keep
 
 
+HEAD_BYTES = 1 << 20
+"""What check_columns reads of a CSV: its header and first row fit."""
+
+
 def check_columns(path: Path, model: type[Row]) -> None:
     """An existing CSV can be appended to when its header is the model's columns, older names allowed (the reader
     maps them: a version 1 calls.csv says `attempt` where version 2 says `retry`); otherwise one line says which
     schema versions differ and what still works."""
     try:
-        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-            lines = csv.reader(handle)
-            header, first = next(lines, []), next(lines, [])
+        with path.open("rb") as handle:
+            data = handle.read(HEAD_BYTES)
     except FileNotFoundError:
         return
+    # Only whole rows count: a header torn by a crash is written again on open (repair_tail).
+    lines = csv.reader(io.StringIO(data[: complete_length(data)].decode("utf-8", errors="replace")))
+    header, first = next(lines, []), next(lines, [])
     columns = list(model.model_fields)
     if not header or [model.former_names.get(name, name) for name in header] == columns:
         return

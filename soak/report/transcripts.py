@@ -12,16 +12,17 @@ EXCERPT_CHARS = 1200
 
 
 def looks_mangled(call: ToolCall) -> bool:
-    """The check left for a transcript without verdicts whose call row is gone: a name that swallowed its arguments,
-    or arguments that are no JSON object (whatever tools were offered)."""
+    """What a transcript without verdicts still shows whatever tools were offered: a name that swallowed its
+    arguments, or arguments that are no JSON object."""
     return not call.name or bool(ABSORBED_ARGS.search(call.name)) or call.args() is None
 
 
 def is_mangled(call: ToolCall, line: TranscriptLine, integrity: str | None) -> bool:
-    """By the loop's recorded verdict; an older transcript (no verdicts) by its call's worst verdict in calls.csv,
-    else by looks_mangled."""
-    verdict = line.verdict(call.id) if line.verdicts is not None else integrity
-    return verdict in MANGLED if verdict is not None else looks_mangled(call)
+    """By the loop's recorded verdict; in an older transcript (no verdicts), when its call's worst verdict in
+    calls.csv is mangled or the call looks mangled (which a call judged ok never does)."""
+    if line.verdicts is not None:
+        return line.verdict(call.id) in MANGLED
+    return integrity in MANGLED or looks_mangled(call)
 
 
 def mangled_tool_calls(attempt: AttemptLayout, integrity: list[str]) -> list[str]:

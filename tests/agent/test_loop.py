@@ -110,14 +110,14 @@ def test_stall_is_retried(task: TaskSpec, sim: SimServer, tmp_path: Path):
     row = result.row
     assert row.outcome == "pass"
     assert [c.status for c in result.calls][:3] == ["ok", "stalled", "ok"]
-    assert result.calls[1].attempt == 1 and result.calls[2].attempt == 2 and result.calls[1].duration_s < 1.5
+    assert result.calls[1].retry == 1 and result.calls[2].retry == 2 and result.calls[1].duration_s < 1.5
 
 
 @pytest.mark.parametrize("sim", [{"faults": [{"kind": "http_503", "at_requests": [1, 2]}]}], indirect=True)
 def test_5xx_then_recovery(task: TaskSpec, sim: SimServer, tmp_path: Path):
     result = attempt(task, sim.base_url, tmp_path)
     assert result.row.outcome == "pass"
-    assert [(c.status, c.http_status, c.attempt) for c in result.calls[:3]] == [
+    assert [(c.status, c.http_status, c.retry) for c in result.calls[:3]] == [
         ("http_5xx", 503, 1), ("http_5xx", 503, 2), ("ok", 200, 3)]
     assert_ground_truth(result, sim)
 
@@ -126,7 +126,7 @@ def test_5xx_then_recovery(task: TaskSpec, sim: SimServer, tmp_path: Path):
 def test_truncated_stream_is_retried(task: TaskSpec, sim: SimServer, tmp_path: Path):
     result = attempt(task, sim.base_url, tmp_path)
     assert result.row.outcome == "pass" and result.calls[2].status == "truncated"
-    assert result.calls[3].status == "ok" and result.calls[3].attempt == 2
+    assert result.calls[3].status == "ok" and result.calls[3].retry == 2
 
 
 @pytest.mark.parametrize("sim", [{"faults": [{"kind": "crash", "at_requests": [3]}]}], indirect=True)

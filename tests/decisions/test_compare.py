@@ -4,7 +4,7 @@ from click.testing import CliRunner
 from soak.cli import main
 from soak.decisions.compare import compare_runs
 from soak.record.schema import CallRow, TaskRow
-from soak.report.synth import write_rows
+from tests.synth import write_rows
 
 
 def make_run(root, run_id, outcomes: dict[str, list[str]], ttft: float, tps: float):

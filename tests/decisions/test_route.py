@@ -8,7 +8,7 @@ from soak.cli import main
 from soak.decisions.route import RouteRules, load_routing, route_runs
 from soak.errors import BadInput
 from soak.record.schema import MODEL_OUTCOMES, TaskRow
-from soak.report.synth import write_rows
+from tests.synth import write_rows
 
 CYCLES = itertools.count()
 

@@ -197,7 +197,7 @@ def test_truncated_stream_is_retried_then_reported():
     result = run(ep.chat([{"role": "user", "content": "x"}], context=CallContext(call_index=4), on_row=rows.append))
     assert result.status == "truncated" and not result.ok
     assert [r.status for r in rows] == ["truncated"] * 3 and len(seen) == 3
-    assert [(r.attempt, r.call_index) for r in rows] == [(1, 4), (2, 5), (3, 6)]
+    assert [(r.retry, r.call_index) for r in rows] == [(1, 4), (2, 5), (3, 6)]
 
 
 def test_stall_aborts_and_retries():

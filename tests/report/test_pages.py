@@ -19,9 +19,9 @@ from soak.llm.integrity import path_escapes
 from soak.report.attempt import MESSAGE_CHARS
 from soak.report.pages import slug
 from soak.report.render import render_report
-from soak.report.synth import build_run
 from tests.helpers import EXERCISM_SUITE
 from tests.report.test_render import browser, needs_browser, open_in_browser
+from tests.synth import build_run
 
 SUITE = EXERCISM_SUITE
 MARKER = "broken on purpose"

@@ -22,7 +22,7 @@ from soak.record.summary import OUTCOMES
 from soak.report import aggregate as agg
 from soak.report import charts, series
 from soak.report.render import render_report
-from soak.report.synth import build_run
+from tests.synth import build_run
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 

@@ -1,4 +1,5 @@
-"""Synthetic run folders written through the row models: report tests, the scale benchmark and demos."""
+"""Synthetic run folders written through the row models and the run folder's layout: report tests and the scale
+benchmark (bench/report_scale.py)."""
 
 import json
 import math
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from soak.files import write_atomic
 from soak.record.folder import CsvLog
+from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.schema import CallRow, EventRow, Row, RunInfo, RunLimits, SampleRow, Session, TaskRow
 
 START = 1_760_000_000.0
@@ -51,10 +53,12 @@ def build_run(
     torn: bool = False, hostile: bool = False, vary_calls: bool = True, work: bool = False,
 ) -> Path:
     """A run folder with realistic shapes: outcomes by problem difficulty, restarts, mangled calls, telemetry; with
-    `work`, every attempt's work folder too (transcript, each round's solution and test output)."""
+    `work`, every attempt's work folder too (transcript, each round's solution and test output); without, the
+    first attempts with mangled calls keep a transcript of just those, without verdicts (as older runs wrote it)."""
     rng = random.Random(seed)
     folder = root / run_id
     folder.mkdir(parents=True, exist_ok=True)
+    layout = RunLayout(folder)
     end = START + hours * 3600
     restart_at = sorted(START + (i + 1) * hours * 3600 / (restarts + 1) for i in range(restarts))
     model = "Qwen3-Coder-30B" if engine == "vllm" else "SmolLM2-135M-Instruct"
@@ -118,15 +122,15 @@ def build_run(
                 error=(HOSTILE_TAIL if hostile else BAD_JSON) if verdict == "bad_json" else "",
             ))
         if work:
-            write_work(folder / "work" / problem / str(i // len(PROBLEMS)), problem, rounds, outcome,
+            write_work(layout.attempt(problem, i // len(PROBLEMS)), problem, rounds, outcome,
                        5 if outcome == "pass" else 2, broken, rng, long=i % LONG_EVERY == LONG_AT)
         elif broken and i < TRANSCRIPTS:
-            kept = folder / "work" / problem / str(i // len(PROBLEMS))
-            kept.mkdir(parents=True, exist_ok=True)
+            kept = layout.attempt(problem, i // len(PROBLEMS))
+            kept.path.mkdir(parents=True, exist_ok=True)
             lines = [{"role": "assistant", "content": None, "thread": "coder-1", "round": 1,
                       "tool_calls": [{"id": f"call-{n}", "type": "function", "function": f}]}
                      for n, f in enumerate(broken)]
-            (kept / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+            kept.transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
         orchestrator_calls = sum(1 for c in range(n_calls) if c % 3 == 0)
         task_rows.append(TaskRow(
             run_id=run_id, cycle=i // len(PROBLEMS), task_id=problem, suite="builtin", route="coder-only" if
@@ -149,12 +153,12 @@ def build_run(
         ]
     if not in_progress:
         events.append(EventRow(run_id=run_id, at=end, kind="run_end"))
-    write_rows(folder / "tasks.csv", TaskRow, task_rows)
-    write_rows(folder / "calls.csv", CallRow, call_rows)
-    write_rows(folder / "events.csv", EventRow, events)
-    write_rows(folder / "samples.csv", SampleRow, synth_samples(run_id, engine, hours, sample_seconds, restart_at, rng))
+    write_rows(layout.tasks, TaskRow, task_rows)
+    write_rows(layout.calls, CallRow, call_rows)
+    write_rows(layout.events, EventRow, events)
+    write_rows(layout.samples, SampleRow, synth_samples(run_id, engine, hours, sample_seconds, restart_at, rng))
     if torn:
-        with (folder / "tasks.csv").open("a") as handle:
+        with layout.tasks.open("a") as handle:
             handle.write(f"1,{run_id},9,word-frequency,builtin,,{end},")
     last_seen = max([t.ended_at for t in task_rows], default=START) if in_progress else end
     info = RunInfo(
@@ -170,7 +174,7 @@ def build_run(
             "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
         },
     )
-    write_atomic(folder / "run.json", info.model_dump_json(indent=2))
+    write_atomic(layout.info, info.model_dump_json(indent=2))
     return folder
 
 
@@ -199,8 +203,8 @@ def test_output(passed: int, total: int, problem: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_work(work: Path, problem: str, rounds: int, outcome: str, final_passed: int, broken: list[dict[str, str]],
-               rng: random.Random, long: bool = False, total: int = 5) -> None:
+def write_work(work: AttemptLayout, problem: str, rounds: int, outcome: str, final_passed: int,
+               broken: list[dict[str, str]], rng: random.Random, long: bool = False, total: int = 5) -> None:
     """An attempt's work folder as the loop leaves it: transcript.jsonl (orchestrator and coder threads, tool calls
     with reasoning, broken calls among them) and round-N/ with the judged solution and its test output."""
     lines: list[dict] = [{"role": "system", "content": "You lead a coding task.", "thread": "orchestrator", "round": 1},
@@ -240,12 +244,11 @@ def write_work(work: Path, problem: str, rounds: int, outcome: str, final_passed
                   {"role": "assistant", "content": "Done.", "thread": "orchestrator", "round": r}]
         if outcome in ("infra_error", "no_artifact") and r == rounds:
             break
-        folder = work / f"round-{r}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "solution.py").write_text(code)
-        (folder / "test_output.txt").write_text(test_output(counts[r - 1], total, problem))
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "transcript.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        work.round(r).mkdir(parents=True, exist_ok=True)
+        (work.round(r) / "solution.py").write_text(code)
+        work.test_output(r).write_text(test_output(counts[r - 1], total, problem))
+    work.path.mkdir(parents=True, exist_ok=True)
+    work.transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def synth_samples(

@@ -1,0 +1,85 @@
+"""A run folder of schema version 1 (calls.csv said `attempt` where version 2 says `retry`): report, route and compare
+read it; a resume appends to it when its columns allow, else refuses in one line and changes nothing."""
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from soak.cli import main
+from soak.night.lifecycle import RunOptions, reopen_run
+from soak.record.folder import RunFolder
+from soak.record.read import load_run, read_rows
+from soak.record.schema import SCHEMA_VERSION, CallRow, RunLimits, TaskRow
+from tests.night.test_loop import FakeTasks, new_folder, run
+
+
+def rewrite(path: Path, change) -> None:
+    """Rewrite a CSV row by row: `change(header, row)` returns the row to keep (the header comes first)."""
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    header = rows[0]
+    with path.open("w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(change(header, row) for row in rows)
+
+
+def as_version_1(folder: RunFolder) -> None:
+    """What soak wrote before version 2: `attempt` in calls.csv, schema_version 1 in every row and run.json."""
+    for path in (folder.layout.tasks, folder.layout.calls, folder.layout.events):
+        rewrite(path, lambda header, row: row if row is header else ["1", *row[1:]])
+    rewrite(folder.layout.calls, lambda header, row: ["attempt" if c == "retry" else c for c in row]
+            if row is header else row)
+    info = json.loads(folder.layout.info.read_text())
+    folder.layout.info.write_text(json.dumps({**info, "schema_version": 1}))
+
+
+@pytest.fixture
+def v1(tmp_path, monkeypatch) -> RunFolder:
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=4), run_id="old")
+    run(folder, info, config, FakeTasks(calls=3))
+    as_version_1(folder)
+    assert folder.layout.calls.read_text().startswith("schema_version,run_id,task_id,cycle,session,call_index,attempt,")
+    return folder
+
+
+def test_report_route_and_compare_read_a_version_1_folder(v1, tmp_path):
+    record = load_run(v1.path)
+    assert len(record.tasks) == 4 and len(record.calls) == 12
+    assert list(record.calls["retry"]) == [1.0] * 12 and set(record.calls["schema_version"]) == {1.0}
+    assert not [note for note in record.notes if "calls.csv" in note]
+    invoke = CliRunner().invoke
+    report = invoke(main, ["report", str(v1.path), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    attempt_pages = list((tmp_path / "report" / "attempts").rglob("*.html"))
+    assert len(attempt_pages) == 4 and "try" in attempt_pages[0].read_text()
+    routed = invoke(main, ["route", str(v1.path), "-o", str(tmp_path / "routing.toml")])
+    assert routed.exit_code == 0 and "4 problems" in routed.output
+    twin = shutil.copytree(v1.path, tmp_path / "twin")
+    compared = invoke(main, ["compare", str(v1.path), str(twin)])
+    assert compared.exit_code == 0 and "PASS" in compared.output
+
+
+def test_a_resume_appends_to_a_version_1_folder_whose_columns_differ_only_by_a_new_name(v1):
+    folder, info, config, tasks = reopen_run(RunOptions(resume="old", tasks=2))
+    run(folder, info, config, FakeTasks(calls=3), tasks=tasks)
+    assert folder.layout.calls.read_text().splitlines()[0].split(",")[6] == "attempt"  # the header stays as written
+    calls = list(read_rows(folder.layout.calls, CallRow))
+    assert len(calls) == 18 and {c.retry for c in calls} == {1}
+    assert [c.schema_version for c in calls] == [1] * 12 + [SCHEMA_VERSION] * 6
+    assert [r.session for r in read_rows(folder.layout.tasks, TaskRow)] == [0] * 4 + [1] * 2
+
+
+def test_a_resume_refuses_in_one_line_a_folder_whose_columns_differ(v1):
+    rewrite(v1.layout.tasks, lambda header, row: row[:-1])  # an older soak: tasks.csv without agent_exit
+    before = {path: path.read_bytes() for path in v1.path.rglob("*") if path.is_file()}
+    result = CliRunner().invoke(main, ["run", "--resume", "old", "--tasks", "2"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "tasks.csv" in result.output
+    assert "schema version 1" in result.output and f"schema version {SCHEMA_VERSION}" in result.output
+    assert "start a new run" in result.output
+    assert {path: path.read_bytes() for path in v1.path.rglob("*") if path.is_file()} == before
+    assert len(load_run(v1.path).tasks) == 4  # still read by report, route and compare
