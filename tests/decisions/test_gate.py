@@ -104,3 +104,45 @@ def test_prefix_replay_replays_each_thread_of_a_soak_transcript(fast_sim, tmp_pa
     assert result.exit_code == 0, result.output
     assert "over 3 repeat(s)" in result.output  # orchestrator turn 2, coder turns 2 and 3
     assert server.stats.requests == 5
+
+
+def test_the_registry_names_the_gates_of_the_cli_and_the_sweep():
+    from soak.decisions.gate import GATES, SWEEP_GATES
+    from soak.night.sweep import SweepConfiguration
+
+    usage = gate("--help").output
+    assert "{" + "|".join([*GATES, "all"]) + "}" in usage
+    assert gate("nope").exit_code == 2
+    assert tuple(name for name in GATES if name != "prefix-replay") == SWEEP_GATES
+    assert SweepConfiguration(name="a", gates=list(SWEEP_GATES)).gates == list(SWEEP_GATES)
+
+
+def test_tokens_and_threshold_set_the_named_gates_own_settings_only(tmp_path):
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text('{"role": "user", "content": "hi"}\n')
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    replay = gate("prefix-replay", "--base-url", url, "--model", "m", "--transcript", str(transcript),
+                  "--tokens", "100")
+    assert replay.exit_code == 2 and "drop --tokens" in replay.output
+    every = gate("all", "--base-url", url, "--model", "m", "--threshold", "0.9")
+    assert every.exit_code == 2 and "name the gate" in every.output
+
+
+def test_gate_all_replays_the_newest_transcript_with_two_assistant_turns(tmp_path):
+    import os
+
+    from soak.decisions.gate import latest_transcript
+    from soak.record.layout import RunLayout
+
+    turn = json.dumps({"role": "assistant", "content": "ok", "thread": "direct", "round": 1}) + "\n"
+    found = {}
+    for age, (run_id, turns) in enumerate([("new", 1), ("old", 2), ("older", 2)]):
+        layout = RunLayout(tmp_path / run_id)
+        layout.info.parent.mkdir(parents=True)
+        layout.info.write_text("{}")
+        found[run_id] = layout.attempt("t", 0).transcript
+        found[run_id].parent.mkdir(parents=True)
+        found[run_id].write_text(turn * turns)
+        os.utime(found[run_id], (1e9 - age, 1e9 - age))
+    assert latest_transcript(tmp_path) == found["old"]
+    assert latest_transcript(tmp_path / "nothing") is None
