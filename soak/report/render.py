@@ -13,6 +13,7 @@ import jinja2
 from soak.decisions.sweep import Recommendation, Standing, recommend, standings, sweep_runs
 from soak.files import write_atomic
 from soak.paths import reports_dir
+from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run, load_sweep, resolve_run_dir, sweep_folder
 from soak.record.summary import span_text
 from soak.report import pages, revision
@@ -82,7 +83,7 @@ def render_report(run_dirs: list[Path], out: Path, *, k: float = 3.0) -> Path:
 
 def report_command(refs: list[str], out: Path | None, *, k: float = 3.0) -> Path:
     """`soak report`: one sweep id renders the sweep, run ids or folders the runs (none: the latest run)."""
-    if len(refs) == 1 and sweep_folder(refs[0]) and not Path(refs[0], "run.json").is_file():
+    if len(refs) == 1 and sweep_folder(refs[0]) and not RunLayout(Path(refs[0])).info.is_file():
         return render_sweep(refs[0], out, k=k)
     dirs = [resolve_run_dir(ref) for ref in refs] if refs else [resolve_run_dir(None)]
     return render_report(dirs, out or default_output(dirs), k=k)

@@ -93,18 +93,18 @@ def done(name: str, **figures) -> Standing:
 
 
 def test_a_faster_configuration_that_mangles_tool_calls_loses_with_that_reason():
-    clean = done("clean", passes=10, attempts=12, tool_calls=40, broken={}, decode_tps=300.0)
-    spec = done("spec-ngram", passes=10, attempts=12, tool_calls=40, broken={"mangled_name": 12}, decode_tps=560.0)
+    clean = done("clean", passes=10, attempts=12, tool_calls=40, mangled={}, decode_tps=300.0)
+    spec = done("spec-ngram", passes=10, attempts=12, tool_calls=40, mangled={"mangled_name": 12}, decode_tps=560.0)
     verdict = recommend([clean, spec])
     assert verdict.choice == "clean"
-    assert "30% of its tool calls broken" in verdict.reasons["spec-ngram"]
+    assert "30% of its tool calls mangled" in verdict.reasons["spec-ngram"]
     assert "1.87× the decode speed of clean" in verdict.reasons["spec-ngram"]
     assert "mangled_name 12" in verdict.reasons["spec-ngram"]
 
 
 def test_within_noise_the_fastest_wins_and_a_clear_pass_rate_drop_loses():
     slow = done("slow", passes=9, attempts=12, tool_calls=30, decode_tps=100.0)
-    fast = done("fast", passes=8, attempts=12, tool_calls=30, broken={"bad_json": 1}, decode_tps=200.0)
+    fast = done("fast", passes=8, attempts=12, tool_calls=30, mangled={"bad_json": 1}, decode_tps=200.0)
     weak = done("weak", passes=1, attempts=12, tool_calls=30, decode_tps=400.0)
     verdict = recommend([slow, fast, weak])
     assert verdict.choice == "fast"
@@ -183,12 +183,13 @@ def test_the_sweep_recommends_the_clean_stack_over_a_faster_one_that_mangles_too
     rows = {row["name"]: row for row in summary["configurations"]}
     assert summary["recommendation"] == "clean"
     assert rows["spec-ngram"]["decode_tps"] > rows["clean"]["decode_tps"]  # the mangling one decodes faster
-    assert "of its tool calls broken" in rows["spec-ngram"]["reason"] and "mangled_name" in rows["spec-ngram"]["reason"]
+    reason = rows["spec-ngram"]["reason"]
+    assert "of its tool calls mangled" in reason and "mangled_name" in reason
     assert rows["spec-ngram"]["spec"] and not rows["clean"]["spec"]  # acceptance per draft position, from /metrics
     assert all(g["passed"] for g in rows["clean"]["gates"]) and rows["clean"]["gates"][0]["name"] == "prefix-twin"
     assert "never came up (server sim exited with code 3 before it was healthy" in rows["no-server"]["reason"]
     html = (tmp_path / "reports" / "mangle" / "index.html").read_text()
-    assert "Recommendation: clean" in html and "of its tool calls broken" in html
+    assert "Recommendation: clean" in html and "of its tool calls mangled" in html
 
 
 @pytest.mark.slow
