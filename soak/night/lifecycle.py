@@ -63,7 +63,7 @@ def find_run(run_id: str | None) -> RunFolder:
     if run_id is None:
         return RunFolder(resolve_run_dir(None))
     folder = RunFolder(data_dir() / run_id)
-    if not RUN_ID.match(run_id) or not folder.info_path.is_file():
+    if not RUN_ID.match(run_id) or not folder.layout.info.is_file():
         known = ", ".join(f.run_id for f, _ in all_runs()[-5:]) or "none"
         raise BadInput(f"no run '{run_id}' in {data_dir()} (latest: {known}; list them with `soak runs`)")
     return folder

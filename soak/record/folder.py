@@ -153,17 +153,13 @@ class RunFolder:
         self.path = path
         self.layout = RunLayout(path)
         self.run_id = path.name
-        self.info_path = self.layout.info
         self.listeners: list[RowListener] = []
-
-    def tables(self) -> list[tuple[Path, type[Row]]]:
-        layout = self.layout
-        return [(layout.tasks, TaskRow), (layout.calls, CallRow), (layout.events, EventRow),
-                (layout.samples, SampleRow)]
 
     def check_columns(self) -> None:
         """Refuse (BadInput) before anything is written when a CSV cannot be appended to (check_columns)."""
-        for path, model in self.tables():
+        layout = self.layout
+        for path, model in ((layout.tasks, TaskRow), (layout.calls, CallRow), (layout.events, EventRow),
+                            (layout.samples, SampleRow)):
             check_columns(path, model)
 
     def open(self) -> None:
@@ -208,12 +204,13 @@ class RunFolder:
 
     def read_info(self) -> RunInfo:
         try:
-            return RunInfo.model_validate_json(self.info_path.read_text())
+            return RunInfo.model_validate_json(self.layout.info.read_text())
         except FileNotFoundError:
             raise BadInput(f"{self.path}: no run.json, not a run folder") from None
         except ValidationError as error:
             problems = error.error_count()
-            raise BadInput(f"{self.info_path}: not a run.json this soak version reads ({problems} problems)") from None
+            raise BadInput(f"{self.layout.info}: not a run.json this soak version reads "
+                           f"({problems} problems)") from None
 
     def write_info(self, info: RunInfo) -> None:
-        write_atomic(self.info_path, info.model_dump_json(indent=2))
+        write_atomic(self.layout.info, info.model_dump_json(indent=2))

@@ -52,6 +52,10 @@ class RunRecord:
     """What was tolerated while reading (missing files, torn rows), shown in the report."""
 
     @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.path)
+
+    @property
     def config(self) -> dict[str, Any]:
         config = self.meta.get("config")
         return config if isinstance(config, dict) else {}

@@ -5,7 +5,6 @@ from typing import Any
 import pandas as pd
 
 from soak.decisions.sweep import Recommendation, Standing
-from soak.record.layout import RunLayout
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import problem_table
@@ -88,7 +87,6 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     """The first mangled calls, each with the raw tool call from its task's transcript when one was kept (a call
     judged `missing` made none to show)."""
     examples = records(agg.mangled_examples(run.calls))
-    layout = RunLayout(run.path)
     answered = run.calls[run.calls["status"] == "ok"].sort_values(["call_index", "retry"], kind="stable")
     seen: dict[tuple[str, int, int], int] = {}
     for example in examples:
@@ -98,7 +96,7 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
         key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["session"] or 0))
         mine = answered[(answered["task_id"] == key[0]) & (answered["cycle"] == key[1])
                         & (answered["session"] == key[2])]
-        raw = mangled_tool_calls(layout.attempt(*key[:2]), list(mine["integrity"]))
+        raw = mangled_tool_calls(run.layout.attempt(*key[:2]), list(mine["integrity"]))
         example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""
         seen[key] = seen.get(key, 0) + 1
     return examples

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from soak.record.layout import TRANSCRIPT, RunLayout
+from soak.record.layout import TRANSCRIPT
 from soak.record.read import RunRecord
 from soak.report import charts, revision
 from soak.report.attempt import Transcript, read_conversation, read_rounds
@@ -112,7 +112,7 @@ def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list
                     out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(what the attempt page shows, the attempt's summary for problem pages and the revision section)."""
     task_id, cycle = str(row["task_id"]), int(row["cycle"])
-    work = RunLayout(run.path).attempt(task_id, cycle)
+    work = run.layout.attempt(task_id, cycle)
     rounds = read_rounds(work)
     agent = bool(row.get("agent"))
     transcript = Transcript() if agent else read_conversation(work.transcript, calls)
