@@ -1,3 +1,4 @@
-"""The run folder: its schema (row models of every CSV and run.json, written once), the append-only writers,
-the one reader every later stage uses (rows, DataFrames, finding runs) and the one per-problem table (summary).
-Imports errors, files and paths."""
+"""The run folder, owned whole: its layout (every path in it), its schema (row models of every CSV and run.json,
+written once; SCHEMA_VERSION and what an older folder still does), the transcript line, the append-only writers,
+the one reader every later stage uses (rows, DataFrames, transcripts, finding runs) and the one per-problem table
+(summary). Imports errors, files and paths."""
