@@ -223,7 +223,7 @@ def latest_transcript(runs_root: Path) -> Path | None:
     return None
 
 
-async def replay_or_not(probe: Probe, gates: Gates, transcript: Path | None) -> GateResult:
+async def replay_if_given(probe: Probe, gates: Gates, transcript: Path | None) -> GateResult:
     if transcript is None:
         return unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)")
     return await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate)
@@ -252,7 +252,7 @@ GATES: dict[str, Gate] = {
                         "long_prompt_max_seconds", "s", higher_is_better=False, size="long_prompt_tokens"),
     "prefix-twin": Gate(lambda probe, g, _: gate_prefix_twin(probe, g.twin_tokens, g.min_prefix_hit_rate),
                         "min_prefix_hit_rate", "hit rate", size="twin_tokens"),
-    "prefix-replay": Gate(replay_or_not, "min_prefix_hit_rate", "hit rate", needs_transcript=True),
+    "prefix-replay": Gate(replay_if_given, "min_prefix_hit_rate", "hit rate", needs_transcript=True),
 }
 """Every gate by name, in the order `soak gate all` runs them."""
 SWEEP_GATES = tuple(name for name, gate in GATES.items() if not gate.needs_transcript)
