@@ -224,6 +224,7 @@ def latest_transcript(runs_root: Path) -> Path | None:
 
 
 async def replay_if_given(probe: Probe, gates: Gates, transcript: Path | None) -> GateResult:
+    """Not measured, rather than failed by a crash, when there is no transcript (`soak gate all` found none)."""
     if transcript is None:
         return unmeasurable("prefix-replay", gates.min_prefix_hit_rate, "no transcript (--transcript)")
     return await gate_prefix_replay(probe, transcript, gates.min_prefix_hit_rate)
