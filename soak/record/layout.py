@@ -48,10 +48,6 @@ class RunLayout:
     path: Path
 
     @property
-    def run_id(self) -> str:
-        return self.path.name
-
-    @property
     def info(self) -> Path:
         return self.path / "run.json"
 
