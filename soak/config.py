@@ -107,6 +107,9 @@ class Agent(Strict):
     """Extra environment of the agent process (never a key: the proxy adds the real one)."""
     address_space_bytes: int = 8 << 30
     """RLIMIT_AS of the agent and the commands it runs."""
+    uncontained: bool = False
+    """Run the agent even on a host without bubblewrap, where its jail cannot keep it from writing the night's
+    records or reaching the model around the proxy; the report then says the night was uncontained."""
 
 
 class Server(Strict):

@@ -53,11 +53,24 @@ class Attempt(Protocol):
     totals: CallTotals
 
 
+def agent_isolation(config: SoakConfig) -> str:
+    """The isolation an agent gets on this host. Only bubblewrap keeps the judged party from writing its own verdict
+    (the run folder) and from reaching the model around the proxy: elsewhere an agent runs only when soak.toml opts
+    in."""
+    kind = isolation_kind()
+    if kind != "bwrap" and not config.agent.uncontained:
+        raise BadInput(f"an agent on this host would run under '{kind}', which cannot keep it from writing the night's "
+                       "records or calling the model around the proxy: install bubblewrap (apt-get install "
+                       "bubblewrap), or set [agent] uncontained = true in soak.toml")
+    return kind
+
+
 class ExternalAgent:
     """An agent CLI resolved for a night: its adapter, executable, version and jail settings."""
 
     def __init__(self, config: SoakConfig) -> None:
         self.config = config
+        self.isolation = agent_isolation(config)
         self.adapter: Adapter = adapter_for(config.agent.name)
         if self.adapter.package:
             install = AgentInstall(self.adapter)

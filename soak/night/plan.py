@@ -145,6 +145,15 @@ def host() -> dict[str, Any]:
             "memory_bytes": psutil.virtual_memory().total}
 
 
+def agent_host(config: SoakConfig) -> dict[str, Any]:
+    """What the host offers an external agent: its isolation kind (the report tells an uncontained night by it)."""
+    if config.mode != "agent":
+        return {}
+    from soak.agent.external import agent_isolation
+
+    return {"agent_isolation": agent_isolation(config)}
+
+
 def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
     """Everything that can be wrong with a new run, found before anything is written: run.json's contents (config
     redacted), the resolved config and the tasks."""
@@ -183,7 +192,7 @@ def plan_run(config: SoakConfig, run_id: str, limits: RunLimits, routing: dict[s
     info = RunInfo(
         run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
         limits=limits, routing=routing, stack=stack_info, versions=versions(),
-        host=host(),
+        host=host() | agent_host(config),
     )
     return info, config, tasks
 

@@ -251,6 +251,7 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "last_seen_at": last.get("last_seen_at"), "stop_reason": last.get("reason", ""),
         "sessions": len(run.sessions), "hours": active_hours(run, start, end), "mode": run.config.get("mode", ""),
         "stack": stack_models(run), "agent": ", ".join(sorted(set(tasks["agent"]) - {""})),
+        "agent_isolation": run.meta.get("host", {}).get("agent_isolation", ""),
         "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,
@@ -293,6 +294,9 @@ def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> tuple[bool | 
 
 def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     lines = []
+    if h["agent_isolation"] not in ("", "bwrap"):
+        lines.append(f"uncontained night: the agent ran under '{h['agent_isolation']}', not bubblewrap, so it could "
+                     "have written these records or called the model around the proxy (soak.toml opted in)")
     if h["running"]:
         lines.append("run not ended (still going, or interrupted: see the last heartbeat): figures so far")
     if h["ended_at"] and h["stop_reason"] not in ("", "deadline", "tasks", "cycles"):

@@ -138,14 +138,15 @@ while True:
 
 
 def py_night(soak, fast_sim, tmp_path: Path, *, tasks: int = 2, budgets: str = "", gives_up: int | None = None,
-             **scenario) -> Path:
+             agent_toml: str = "", **scenario) -> Path:
     """`soak run --agent "<python agent>"` against a fresh in-process sim (scenario fields as keywords); the run
-    folder. `gives_up`: the agent exits with this code after the model's first reply."""
+    folder. `gives_up`: the agent exits with this code after the model's first reply; `agent_toml`: lines of
+    soak.toml's [agent] table."""
     agent = tmp_path / "py_agent.py"
     agent.write_text(PY_AGENT)
     _, url = fast_sim(**scenario)
     config = tmp_path / "soak.toml"
-    config.write_text(f"[budgets]\n{budgets}\n")
+    config.write_text(f"[budgets]\n{budgets}\n[agent]\n{agent_toml}\n")
     command = f"{sys.executable} -I {agent} {{prompt_file}} {{base_url}} {{api_key}} {{model}}"
     if gives_up is not None:
         command += f" exit {gives_up}"
@@ -199,6 +200,46 @@ def test_an_agent_that_ends_without_the_file(code, outcome, soak, fast_sim, tmp_
     assert (row["outcome"], row["agent_exit"], row["rounds"], row["agent_calls"]) == (outcome, code, 1, 1)
     assert len(calls) == 1 and "py-agent: giving up" in row["error_tail"]
     assert not list(run.glob("work/*/*/workspace/*.py")), "nothing was written"
+
+
+@pytest.fixture
+def no_bubblewrap(tmp_path, monkeypatch):
+    """This host as one without bubblewrap: PATH holds every program of /usr/bin but bwrap, and the isolation is
+    probed again (the sandbox falls back to unshare)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in Path("/usr/bin").iterdir():
+        if program.name != "bwrap":
+            (bin_dir / program.name).symlink_to(program)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}")
+    isolation_kind.cache_clear()
+    yield isolation_kind()
+    monkeypatch.undo()
+    isolation_kind.cache_clear()
+
+
+def test_without_bubblewrap_an_agent_night_is_refused_in_one_line(no_bubblewrap, soak, fast_sim, tmp_path):
+    assert no_bubblewrap != "bwrap"
+    agent = tmp_path / "py_agent.py"
+    agent.write_text(PY_AGENT)
+    _, url = fast_sim()
+    result = soak("run", "--agent", f"{sys.executable} -I {agent} {{prompt_file}} {{base_url}} {{api_key}} {{model}}",
+                  "--base-url", url, "--model", "soak-sim", "--suite", SUITE, "--tasks", "1", "--run-id", "py")
+    assert result.exit_code == 2 and "install bubblewrap" in result.output and "uncontained = true" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "data" / "py").exists()
+
+
+def test_an_agent_night_without_bubblewrap_runs_when_opted_in_and_the_report_says_uncontained(
+        no_bubblewrap, soak, fast_sim, tmp_path):
+    run = py_night(soak, fast_sim, tmp_path, tasks=1, agent_toml="uncontained = true")
+    tasks, _ = tables(run)
+    assert tasks["outcome"].tolist() == ["pass"]
+    assert json.loads((run / "run.json").read_text())["host"]["agent_isolation"] == no_bubblewrap
+    report = soak("report", str(run), "--output", str(tmp_path / "report"))
+    assert report.exit_code == 0, report.output
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+    assert summary["agent_isolation"] == no_bubblewrap
+    assert any(line.startswith("uncontained night") for line in summary["verdicts"]), summary["verdicts"]
 
 
 @pytest.mark.slow
