@@ -206,7 +206,9 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON instead of tables.")
 def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int, as_json: bool) -> None:
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
-    /metrics, prefix caching, context length; each problem with the fix. Exit 1 when the night would be wasted."""
+    /metrics, prefix caching, context length; each problem with the fix. Also what the jail holds on this host
+    (isolation, what agents and test runs read and write, network, run records). Exit 1 when the night would be
+    wasted."""
     from soak.decisions.doctor import doctor_command
 
     sys.exit(0 if doctor_command(config_path, base_url, model, tries, as_json) else 1)

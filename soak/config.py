@@ -110,6 +110,9 @@ class Agent(Strict):
     uncontained: bool = False
     """Run the agent even on a host without bubblewrap, where its jail cannot keep it from writing the night's
     records or reaching the model around the proxy; the report then says the night was uncontained."""
+    readable: list[Path] = Field(default_factory=list)
+    """Paths the agent reads besides the jail's allow-list (a command of your own and its data), read-only; under
+    bubblewrap nothing else outside its workspace and HOME is visible (README, The sandbox)."""
 
 
 class Server(Strict):

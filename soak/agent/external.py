@@ -37,9 +37,11 @@ from soak.record.schema import CallRow, TaskRow
 from soak.sandbox.jail import Contained, ResourceLimits, launch, remove_tree, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
+from soak.sandbox.visible import module_file, run_module, venv_dirs
 from soak.tasks.spec import TaskSpec
 
 OUTPUT_BYTES = 256 * 1024
+BRIDGE = "soak.agent.bridge"
 
 
 class Attempt(Protocol):
@@ -72,9 +74,12 @@ class ExternalAgent:
         self.config = config
         self.isolation = agent_isolation(config)
         self.adapter: Adapter = adapter_for(config.agent.name)
+        self.visible: list[Path] = [path.expanduser() for path in config.agent.readable]
+        """What the agent reads outside the jail's allow-list: its venv and the Python it was made from, `readable`."""
         if self.adapter.package:
             install = AgentInstall(self.adapter)
             self.executable = str(install.executable())
+            self.visible.extend(venv_dirs(install.venv))
             self.path = f"{install.bin}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
             self.label = f"{self.adapter.package.split('==')[0]} {install.version()}".strip()
         else:
@@ -159,9 +164,10 @@ class AgentRounds:
         kind = isolation_kind()
         argv = self.agent.argv(values)
         if kind == "bwrap":  # no network at all but the proxy, reached through its socket
-            bridge = [sys.executable, "-I", "-m", "soak.agent.bridge", str(self.proxy.socket_path),
+            bridge = [sys.executable, "-I", *run_module(kind, BRIDGE), str(self.proxy.socket_path),
                       str(self.proxy.port), "--"]
-            cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,))
+            cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,),
+                       visible=(*self.agent.visible, self.proxy.socket_path), harness=(module_file(BRIDGE),))
         else:
             cmd = wrap(kind, ws, [], argv, writable=(home,), network=True)
         stop = self.core.ledger.stop

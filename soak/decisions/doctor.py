@@ -1,4 +1,5 @@
-"""`soak doctor`: probe every configured endpoint before a night and say what to fix."""
+"""`soak doctor`: probe every configured endpoint before a night and say what to fix; say what the jail of agents
+and test runs holds on this host."""
 
 import asyncio
 import json
@@ -17,6 +18,8 @@ from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
 from soak.record.schema import MANGLED
+from soak.sandbox.jail import isolation_kind
+from soak.sandbox.visible import described
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 
@@ -186,12 +189,24 @@ async def diagnose_all(config: SoakConfig, tries: int) -> dict[str, list[Finding
     }
 
 
-def doctor_json(config: SoakConfig, results: dict[str, list[Finding]]) -> dict[str, Any]:
-    """The findings as `soak doctor --json` prints them: `ok` (False when doctor exits 1) and, per endpoint, its
-    name, base_url, roles and findings (check, result, ok, advice, critical), in the table's order."""
+def jail_findings() -> list[Finding]:
+    """What the jail holds on this host: the isolation kind, what a test run and an agent read and write, network, and
+    whether run records are protected (soak.sandbox.visible)."""
+    kind = isolation_kind()
+    strongest = kind == "bwrap"
+    findings = [Finding("isolation", kind, strongest, "" if strongest else "install bubblewrap (bwrap) to hide the "
+                        "bank and the run folder from agents and solutions and contain their writes")]
+    return findings + [Finding(check, result, ok) for check, result, ok in described(kind)]
+
+
+def doctor_json(config: SoakConfig, results: dict[str, list[Finding]], jail: list[Finding]) -> dict[str, Any]:
+    """The findings as `soak doctor --json` prints them: `ok` (False when doctor exits 1), the jail's findings and,
+    per endpoint, its name, base_url, roles and findings (check, result, ok, advice, critical), in the table's
+    order."""
     roles = roles_of(config)
     return {
         "ok": not any(f.critical for findings in results.values() for f in findings),
+        "jail": [asdict(f) for f in jail],
         "endpoints": [
             {"name": name, "base_url": config.endpoints[name].base_url, "roles": roles[name],
              "findings": [asdict(f) for f in findings]}
@@ -201,20 +216,24 @@ def doctor_json(config: SoakConfig, results: dict[str, list[Finding]]) -> dict[s
 
 
 def run_doctor(config: SoakConfig, tries: int, as_json: bool = False) -> bool:
-    """Print a table per endpoint (or the findings as JSON); False when something would waste the night."""
+    """Print a table of the jail and one per endpoint (or the findings as JSON); False when something would waste
+    the night."""
     from rich.console import Console
     from rich.table import Table
 
     results = asyncio.run(diagnose_all(config, tries))
-    report = doctor_json(config, results)
+    jail = jail_findings()
+    report = doctor_json(config, results, jail)
     if as_json:
         print(json.dumps(report, indent=2))
         return report["ok"]
     console = Console()
-    for endpoint in report["endpoints"]:
-        title = f"{endpoint['name']} ({'/'.join(endpoint['roles']) or 'unused'}) {endpoint['base_url']}"
+    tables = {"the jail of agents and test runs": jail} | {
+        f"{endpoint['name']} ({'/'.join(endpoint['roles']) or 'unused'}) {endpoint['base_url']}":
+            results[endpoint["name"]] for endpoint in report["endpoints"]}
+    for title, findings in tables.items():
         table = Table("check", "result", "advice", title=title, title_justify="left")
-        for f in results[endpoint["name"]]:
+        for f in findings:
             style = "" if f.ok else ("bold red" if f.critical else "yellow")
             table.add_row(f.check, f.result, f.advice, style=style)
         console.print(table)

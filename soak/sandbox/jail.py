@@ -3,8 +3,8 @@ cleanup that leaves no process of a run alive. The sandbox (soak.sandbox) runs p
 
 Isolation is the best the host offers, probed once per process:
 
-- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a read-only root, only the workspace writable,
-  a new session, and death with the harness.
+- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a root built from an allow-list
+  (soak.sandbox.visible), read-only, only the workspace writable, a new session, and death with the harness.
 - `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace), a shell as the
   namespace's pid 1.
 - `session`: a plain new session behind a shell, killed by group and by a per-run environment marker; the harness
@@ -31,6 +31,8 @@ from pathlib import Path
 
 import psutil
 from pydantic import BaseModel, ConfigDict
+
+from soak.sandbox.visible import bwrap_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -85,16 +87,17 @@ class Contained:
 
 
 def wrap(
-    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (), network: bool = False
+    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (),
+    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (), network: bool = False,
 ) -> list[str]:
-    """The launcher command line of an isolation kind around the sandboxed command; `writable` paths besides the
-    workspace stay writable, and `network` keeps the host's network (an agent must reach soak's proxy on loopback)."""
+    """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
+    bound read-only; `writable`: paths besides the workspace that stay writable; under bubblewrap, `visible`: paths
+    outside the allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone.
+    `network` keeps the host's network (an agent must reach soak's proxy on loopback)."""
     if kind == "bwrap":
-        ro = [arg for path in readonly for arg in ("--ro-bind", str(path), str(path))]
-        rw = [arg for path in writable for arg in ("--bind", str(path), str(path))]
         net = ["--share-net"] if network else []
-        return ["bwrap", "--ro-bind", "/", "/", "--bind", str(ws), str(ws), *rw, *ro, "--proc", "/proc", "--dev",
-                "/dev", "--unshare-all", *net, "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
+        return ["bwrap", *bwrap_root(ws, readonly, writable, visible, harness), "--unshare-all", *net,
+                "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
     # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
     # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
     # process group cannot reach `unshare` outside).

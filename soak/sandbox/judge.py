@@ -36,9 +36,11 @@ from pydantic import BaseModel
 from soak.errors import BadInput
 from soak.sandbox import scan
 from soak.sandbox.jail import Contained, ResourceLimits, isolation_kind, launch, remove_tree, wrap
+from soak.sandbox.visible import in_jail, module_file, run_module
 from soak.tasks.spec import TaskSpec
 
 EMPTY_INI = Path(__file__).with_name("pytest_empty.ini")
+PLUGIN = "soak.sandbox.plugin"
 TAIL_LINES = 60
 SECRET_BYTES = 32
 """The per-run key of the channel's MACs (soak.sandbox.plugin reads exactly this many bytes)."""
@@ -208,14 +210,17 @@ def run_tests(
         secret = secrets.token_bytes(SECRET_BYTES)
         harness_end.sendall(secret)  # Waits in the socket for the plugin, which reads it before the solution runs.
         fd = child_end.detach()
-        cmd = [sys.executable, "-I", "-B", "-m", "pytest", "-c", str(EMPTY_INI), "--rootdir", str(ws), "--noconftest",
-               "-p", "no:cacheprovider", "-p", "soak.sandbox.plugin", f"--soak-channel={fd}", "-q", "--tb=short",
+        # Under bubblewrap the plugin and the ini are the only files of soak the jail holds.
+        ini = in_jail(EMPTY_INI) if kind == "bwrap" else EMPTY_INI
+        cmd = [sys.executable, "-I", "-B", *run_module(kind, "pytest"), "-c", str(ini), "--rootdir", str(ws),
+               "--noconftest", "-p", "no:cacheprovider", "-p", PLUGIN, f"--soak-channel={fd}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]
         readonly = [ws / name for name in fixed] + [ws / "__pycache__"]
+        harness = (module_file(PLUGIN), EMPTY_INI)
         # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
         timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
-        contained = launch(wrap(kind, ws, readonly, cmd), ws, limits, timeout, kind, stop=stop, channel=harness_end,
-                           pass_fds=(fd,))
+        contained = launch(wrap(kind, ws, readonly, cmd, harness=harness), ws, limits, timeout, kind, stop=stop,
+                           channel=harness_end, pass_fds=(fd,))
         run = TestRun(**vars(contained), workspace=str(ws))
         run.events = read_events(run.channel, secret)
         if run.channel_overflow:

@@ -313,10 +313,13 @@ def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_t
     probe = (f"import sys, urllib.request as u\nfor url in ({base_url + '/models'!r}, sys.argv[1] + '/models'):\n"
              "    try: u.urlopen(url, timeout=5); print(url, 'reached')\n"
              "    except OSError as e: print(url, 'refused', e)\n")
-    (tmp_path / "probe.py").write_text(probe)
+    readable = tmp_path / "agent-files"  # the jail shows the agent this folder of the test's, read-only
+    readable.mkdir()
+    (readable / "probe.py").write_text(probe)
     script = ("; ".join(f"echo x > {p}" for p in outside) + "; env > env.txt; cp {prompt_file} solution.py; "
-              f"{sys.executable} -I {tmp_path / 'probe.py'} {{base_url}} > net.txt 2>&1; exit 0")
-    run = night(tmp_path, base_url, f"sh -c {json.dumps(script)}", tasks=1)
+              f"{sys.executable} -I {readable / 'probe.py'} {{base_url}} > net.txt 2>&1; exit 0")
+    run = night(tmp_path, base_url, f"sh -c {json.dumps(script)}", tasks=1,
+                agent_env=f"readable = [{json.dumps(str(readable))}]")
     assert not any(p.exists() for p in outside)
     workspace = next(run.glob("work/*/*/workspace"))
     seen = (workspace / "env.txt").read_text()

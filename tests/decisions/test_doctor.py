@@ -1,11 +1,15 @@
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from soak.cli import main
 from soak.config import SoakConfig, with_cli_endpoint
 from soak.decisions.doctor import diagnose_all
+from soak.paths import PACKAGE_DIR
+from soak.sandbox.jail import isolation_kind
 from soak.sim.scenario import Cache, Fault, Reasoning
 from soak.stack.servers import free_port
 
@@ -85,3 +89,25 @@ def test_unreachable_endpoint_exits_1_with_the_fix():
     assert list(found) == ["reachable"] and "nothing answers at" in found["reachable"][2]
     assert doctor_cli(url).exit_code == 1
     assert CliRunner().invoke(main, ["doctor"]).exit_code == 2
+
+
+def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
+    _, url = fast_sim()
+    result = doctor_cli(url, "--json")
+    jail = {f["check"]: f for f in json.loads(result.output)["jail"]}
+    kind = isolation_kind()
+    hidden = ["hidden"] if kind == "bwrap" else []
+    assert list(jail) == ["isolation", "reads", *hidden, "writes", "network", "run records"]
+    assert jail["isolation"]["result"] == kind and jail["isolation"]["ok"] == (kind == "bwrap")
+    if kind == "bwrap":
+        reads = jail["reads"]["result"]
+        assert str(Path(sys.prefix).resolve()) in reads and str(PACKAGE_DIR) not in reads
+        assert str(PACKAGE_DIR) in jail["hidden"]["result"]
+        assert jail["run records"]["result"].startswith("protected") and jail["network"]["result"].startswith("none")
+    # Without bubblewrap (the unshare fallback) doctor says the run records are not protected.
+    monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "unshare")
+    fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
+    assert fallback["run records"]["result"].startswith("not protected") and not fallback["run records"]["ok"]
+    assert "install bubblewrap" in fallback["isolation"]["advice"]
+    table = doctor_cli(url)
+    assert "the jail of agents and test runs" in table.output and "run records" in table.output

@@ -1,0 +1,133 @@
+"""An external agent under bubblewrap sees the allow-listed root, its venv, its HOME and its workspace: an agent that
+hunts the disk for the answer to its prompt finds none, while an honest agent (the model's reply through the proxy)
+still passes. The "agents" are short Python scripts run by `soak run --agent` against the in-process sim."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from soak.agent.attempt import opening
+from soak.cli import main
+from soak.sandbox.judge import isolation_kind
+from soak.tasks.suites import find_task
+from tests.helpers import EXERCISM_SUITE, FIXTURES
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+
+# Walks the whole visible disk for a file whose text is part of the prompt (a task's prompt.md, an Exercism
+# exercise's instructions) and copies the answer kept beside it into the workspace.
+HUNTER = '''
+import os, re, shutil, sys
+prompt_file, workspace = sys.argv[1], sys.argv[2]
+top = sys.argv[5] if len(sys.argv) > 5 else "/"
+prompt = open(prompt_file).read()
+entry = re.search(r"Write the solution to `([^`]+)`", prompt).group(1)
+answers = ("reference.py", "example.py", os.path.join(".meta", "example.py"), os.path.join("..", ".meta", "example.py"))
+seen = found = 0
+for root, dirs, files in os.walk(top):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+    for name in files:
+        if not name.endswith(".md") or os.path.join(root, name) == prompt_file:
+            continue
+        seen += 1
+        try:
+            text = open(os.path.join(root, name), errors="replace").read().strip()
+        except OSError:
+            continue
+        if len(text) < 40 or text not in prompt:
+            continue
+        for answer in answers:
+            path = os.path.normpath(os.path.join(root, answer))
+            if os.path.isfile(path):
+                shutil.copyfile(path, os.path.join(workspace, entry))
+                found += 1
+                print("copied", path)
+print(f"hunted {seen} markdown files, copied {found} answers")
+'''
+
+# Asks the model through the proxy and writes the fenced code of its reply.
+HONEST = '''
+import json, re, sys, urllib.request
+prompt_file, workspace, base_url, api_key = sys.argv[1:5]
+prompt = open(prompt_file).read()
+entry = re.search(r"Write the solution to `([^`]+)`", prompt).group(1)
+body = json.dumps(dict(model="soak-sim", messages=[dict(role="user", content=prompt)])).encode()
+request = urllib.request.Request(base_url + "/chat/completions", body, headers={
+    "Authorization": "Bearer " + api_key, "Content-Type": "application/json"})
+reply = json.load(urllib.request.urlopen(request, timeout=30))["choices"][0]["message"]["content"]
+code = re.search(r"```python\\n(.*?)```", reply, re.S).group(1)
+open(workspace + "/" + entry, "w").write(code)
+print("wrote", entry)
+'''
+
+
+@pytest.fixture(autouse=True)
+def bubblewrap():
+    if isolation_kind() != "bwrap":
+        if IN_CI:
+            pytest.fail("CI must have bubblewrap: the allow-listed root is what hides the answers")
+        pytest.skip("the allow-listed root needs bubblewrap")
+
+
+def night(tmp_path: Path, base_url: str, script: str) -> pd.DataFrame:
+    """One task of the Exercism fixture suite, soaked with the script as the agent; the run's tasks.csv."""
+    agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
+    agent_dir.mkdir()
+    (agent_dir / "agent.py").write_text(textwrap.dedent(script))
+    config = tmp_path / "soak.toml"
+    config.write_text(textwrap.dedent(f"""
+        suite = "{EXERCISM_SUITE}"
+        concurrency = 1
+        [agent]
+        readable = [{json.dumps(str(agent_dir))}]
+        [endpoints.sim]
+        base_url = "{base_url}"
+        model = "soak-sim"
+        [roles]
+        orchestrator = "sim"
+        coder = "sim"
+        [budgets]
+        task_seconds = 120
+        max_rounds = 1
+        """))
+    command = f"{sys.executable} {agent_dir / 'agent.py'} {{prompt_file}} {{workspace}} {{base_url}} {{api_key}}"
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
+                                       "--run-id", "night"])
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(tmp_path / "data" / "night" / "tasks.csv")
+
+
+def agent_output(tmp_path: Path) -> str:
+    return next((tmp_path / "data" / "night").glob("work/*/*/round-1/agent/output.txt")).read_text()
+
+
+def test_an_agent_hunting_the_disk_for_its_answer_finds_none(fast_sim, data_dir, tmp_path):
+    _, base_url = fast_sim()
+    tasks = night(tmp_path, base_url, HUNTER)
+    output = agent_output(tmp_path)
+    assert "copied 0 answers" in output and "hunted" in output, output
+    assert tasks["outcome"].tolist() == ["no_artifact"], tasks[["task_id", "outcome", "error_tail"]]
+    # The same hunt outside the jail (in the suite's folder, not to walk the host) copies the answer.
+    prompt, workspace = tmp_path / "prompt.md", tmp_path / "host-workspace"
+    task = find_task(tasks["task_id"].iloc[0], EXERCISM_SUITE)
+    prompt.write_text(opening(task))
+    workspace.mkdir()
+    hunt = subprocess.run([sys.executable, str(tmp_path / "agent" / "agent.py"), str(prompt), str(workspace), "", "",
+                           str(FIXTURES / "exercism")], capture_output=True, text=True, check=True)
+    assert "copied 1 answers" in hunt.stdout, hunt.stdout
+    assert (workspace / task.entry).read_text() == task.reference
+
+
+def test_an_honest_agent_still_passes_through_the_proxy(fast_sim, data_dir, tmp_path):
+    _, base_url = fast_sim()
+    tasks = night(tmp_path, base_url, HONEST)
+    assert tasks["outcome"].tolist() == ["pass"], tasks[["task_id", "outcome", "error_tail"]]
+    assert tasks["agent_calls"].tolist() == [1] and "wrote" in agent_output(tmp_path)
