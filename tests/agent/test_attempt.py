@@ -183,7 +183,9 @@ class PytestWatch:
         while not self.done.is_set():
             for process in psutil.process_iter(["cmdline"]):
                 cmdline = process.info["cmdline"] or []
-                if "pytest" in cmdline and any(self.root in arg for arg in cmdline) and process.pid not in self.seen:
+                # `-m pytest`, or under bubblewrap a bootstrap that runs the module pytest
+                tests = any(arg == "pytest" or "'pytest'" in arg for arg in cmdline)
+                if tests and any(self.root in arg for arg in cmdline) and process.pid not in self.seen:
                     self.seen[process.pid] = process
                     if "--collect-only" not in cmdline and not self.running.is_set():
                         self.running.set()

@@ -133,5 +133,5 @@ def test_soak_is_masked_where_a_bound_directory_holds_it(tmp_path, monkeypatch):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={"PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"plugin": str(visible.HARNESS / "soak" / "sandbox" / visible.module_file(sandbox.PLUGIN).name),
-                    "soak": [], "write": "Read-only file system"}
+    assert seen.pop("plugin").startswith(str(visible.HARNESS / "soak" / "sandbox" / "plugin"))
+    assert seen == {"soak": [], "write": "Read-only file system"}
