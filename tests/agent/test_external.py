@@ -142,11 +142,12 @@ def py_night(soak, fast_sim, tmp_path: Path, *, tasks: int = 2, budgets: str = "
     """`soak run --agent "<python agent>"` against a fresh in-process sim (scenario fields as keywords); the run
     folder. `gives_up`: the agent exits with this code after the model's first reply; `agent_toml`: lines of
     soak.toml's [agent] table."""
-    agent = tmp_path / "py_agent.py"
+    agent = tmp_path / "agent" / "py_agent.py"  # the jail shows the agent this folder of the test's, read-only
+    agent.parent.mkdir()
     agent.write_text(PY_AGENT)
     _, url = fast_sim(**scenario)
     config = tmp_path / "soak.toml"
-    config.write_text(f"[budgets]\n{budgets}\n[agent]\n{agent_toml}\n")
+    config.write_text(f"[budgets]\n{budgets}\n[agent]\nreadable = [{json.dumps(str(agent.parent))}]\n{agent_toml}\n")
     command = f"{sys.executable} -I {agent} {{prompt_file}} {{base_url}} {{api_key}} {{model}}"
     if gives_up is not None:
         command += f" exit {gives_up}"
