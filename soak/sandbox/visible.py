@@ -123,8 +123,8 @@ def described(kind: str) -> list[tuple[str, str, bool]]:
                       "soak's source, home folders)", False),
             ("writes", "anything the harness's user may write: not contained", False),
             ("network", network, False),
-            ("run records", "not protected: an agent or a solution can write the run folder; install bubblewrap",
-             False),
+            ("run records", "not protected: an agent or a solution can write the run folder (so `--agent` refuses "
+                            "to start unless [agent] uncontained = true); install bubblewrap", False),
         ]
     links, bound = allowed()
     reads = [f"{link} -> {os.readlink(link)}" for link in links] + [str(path) for path in bound]
