@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
@@ -47,6 +48,7 @@ def test_prefix_twin_on_llama_server_counts_cached_beside_evaluated_tokens(fast_
     assert stats.cached_tokens > 0
 
 
+@pytest.mark.slow  # seconds, not milliseconds: the default set stays under 5 minutes on 2 cores; CI runs it
 def test_unmeasurable_gates_fail_with_the_reason(fast_sim):
     _, url = fast_sim(max_model_len=4000)
     no_metrics = gate("prefix-twin", "--base-url", url, "--model", "m", "--metrics-url", url + "/nothing")

@@ -294,6 +294,7 @@ def test_render_a_folder_with_only_some_files(night: Path, tmp_path: Path, keep:
     assert "no data" in html and plt.get_fignums() == []
 
 
+@pytest.mark.slow  # seconds, not milliseconds: the default set stays under 5 minutes on 2 cores; CI runs it
 def test_render_comparison_of_two_runs(night: Path, tmp_path: Path) -> None:
     other = build_run(tmp_path, run_id="llama", tasks=30, hours=1, engine="llama-server", seed=5, in_progress=True)
     html = render_report([night, other], tmp_path / "cmp.html").read_text()
@@ -301,6 +302,7 @@ def test_render_comparison_of_two_runs(night: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "summary.json").read_text())["runs"][1]["run_id"] == "llama"
 
 
+@pytest.mark.slow  # seconds, not milliseconds: the default set stays under 5 minutes on 2 cores; CI runs it
 def test_cli_renders_by_run_id_and_latest(night: Path, tmp_path: Path) -> None:
     shutil.copytree(night, tmp_path / "data" / night.name)
     runner = CliRunner()

@@ -296,6 +296,7 @@ def test_always_equal_objects_pass_no_exercism_task():
     assert outcomes["two-fer"] == "tampered"  # assertEqual is checked; leap-year's assertIs cannot be fooled at all
 
 
+@pytest.mark.slow  # seconds, not milliseconds: the default set stays under 5 minutes on 2 cores; CI runs it
 def test_always_equal_objects_pass_no_sampled_builtin_or_humaneval_task():
     tasks = sample(load_suites("builtin"), 4) + sample(load_suites("humaneval"), 6)
     outcomes = hack_outcomes(tasks)

@@ -197,6 +197,7 @@ def write_task(folder: Path, test: str, reference: str, wrong: str) -> None:
     (folder / "wrong.py").write_text(wrong)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: the default set stays under 5 minutes on 2 cores; CI runs it
 def test_validate_proves_always_equal_objects_fail(tmp_path):
     runner = CliRunner()
     result = runner.invoke(main, ["tasks", "validate", "--suite", f"exercism:{FIXTURES / 'exercism'}"])
