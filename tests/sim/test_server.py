@@ -362,6 +362,8 @@ def test_llama_cpp_python_flavour(serve, tasks) -> None:
     assert whole.usage.prompt_tokens_details is None
     # One request at a time; /v1/models waits behind the running one: it answers only once the chat has finished.
     finished = len(sim.stats.records)
+    # The last answer reaches the client before its slot is let go: wait for that, so the slot held next is the chat's.
+    wait_until(lambda: not sim.recorder.running, timeout=5, interval=0.005, what="the last request's slot let go")
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(coder_stream, sim)
         # The chat holds the model (it then waits out its 0.6 s to the first token).
