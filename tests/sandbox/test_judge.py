@@ -107,6 +107,7 @@ def test_attack_is_caught_in_the_act(name):
     assert verdict.isolation == HOST
 
 
+@pytest.mark.slow  # seconds each: the default set stays under 5 minutes on 2 cores; CI runs it
 @pytest.mark.parametrize("kind", FALLBACKS)
 def test_attacks_under_the_fallback_isolation(kind):
     for task in (DOUBLE, TWO_FER):
