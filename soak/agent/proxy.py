@@ -129,7 +129,7 @@ class RecordingProxy:
 
     def open(self, budget: ProxiedAttempt) -> tuple[str, str]:
         """Register an attempt: (its base URL, its token, which is also the API key the agent is given)."""
-        token = secrets.token_urlsafe(18)
+        token = secrets.token_hex(18)  # never a leading "-", which an agent's argument parser takes for an option
         self.attempts[token] = budget
         return f"http://127.0.0.1:{self.port}/a/{token}/v1", token
 

@@ -296,3 +296,12 @@ def test_the_agents_connections_have_nagle_off():
         assert agent_socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
 
     run(upstream, test)
+
+
+def test_an_attempt_token_never_looks_like_an_option():
+    """The token is the agent's API key on its command line (aider's --openai-api-key): a leading "-" made argparse
+    take it for an option and the agent exit 2 without a call."""
+    proxy = RecordingProxy("sim", Endpoint(base_url="http://127.0.0.1:9/v1", model="sim"), None, Budgets())
+    ledger = Ledger(max_calls=1, max_completion_tokens=1, on_call=lambda row: None)
+    tokens = [proxy.open(ProxiedAttempt(ledger, "r", "t", 1))[1] for _ in range(300)]
+    assert len(set(tokens)) == 300 and not [token for token in tokens if token.startswith("-")]
