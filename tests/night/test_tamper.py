@@ -35,7 +35,8 @@ def write_task(root: Path, task_id: str, wrong: str) -> None:
     folder = root / task_id
     folder.mkdir(parents=True)
     (folder / "task.toml").write_text(f'id = "{task_id}"\ntitle = "double"\ndifficulty = "easy"\ntags = ["numeric"]\n')
-    (folder / "prompt.md").write_text("Write `double(x)` returning twice x.\n")
+    # Each prompt its own: the sim's coder knows a task by its prompt's text (the opening names no task id).
+    (folder / "prompt.md").write_text(f"Write `double(x)` returning twice x ({task_id}).\n")
     (folder / "test_solution.py").write_text(TEST)
     (folder / "reference.py").write_text("def double(x):\n    return 2 * x\n")
     (folder / "wrong.py").write_text(wrong)
