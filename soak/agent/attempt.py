@@ -14,6 +14,7 @@ import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from soak.config import Budgets
@@ -109,7 +110,6 @@ class CallTotals:
     infra_failures: int = 0
     """Calls that ended in a connection error, 5xx, stall or cut stream."""
     last_error: str = ""
-    last_role: str = ""
 
     @property
     def calls(self) -> int:
@@ -117,7 +117,6 @@ class CallTotals:
 
     def add(self, row: CallRow) -> None:
         self.by_role[row.role] += 1
-        self.last_role = row.role
         for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
             setattr(self, name, getattr(self, name) + (getattr(row, name) or 0))
         self.mangled_tool_calls += row.integrity in MANGLED
@@ -221,7 +220,7 @@ class Driver(Protocol):
         """The driver's own columns of the row (models, delegations, the agent...)."""
 
 
-async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Any) -> Verdict:
+async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> Verdict:
     """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
     test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
     stop = threading.Event()
