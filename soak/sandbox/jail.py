@@ -13,6 +13,7 @@ Isolation is the best the host offers, probed once per process:
 
 import contextlib
 import ctypes
+import json
 import os
 import resource
 import selectors
@@ -32,7 +33,8 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, ConfigDict
 
-from soak.sandbox.visible import bwrap_root
+from soak.sandbox.rootfs import give
+from soak.sandbox.visible import bwrap_args, jail_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -43,6 +45,8 @@ ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 CHANNEL_CAP = 16 * MiB
+ROOTFS = Path(__file__).with_name("rootfs.py")
+"""Builds the allow-listed root under `unshare`; run as a file, before anything untrusted."""
 
 
 class ResourceLimits(BaseModel):
@@ -88,25 +92,22 @@ class Contained:
 
 def wrap(
     kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (),
-    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (), network: bool = False,
+    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (),
 ) -> list[str]:
     """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
-    bound read-only; `writable`: paths besides the workspace that stay writable; under bubblewrap, `visible`: paths
-    outside the allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone.
-    `network` keeps the host's network (an agent must reach soak's proxy on loopback)."""
+    bound read-only; `writable`: paths besides the workspace that stay writable; `visible`: paths outside the
+    allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone. Every kind
+    but a plain session builds the same root from them: bubblewrap itself, `unshare` through soak.sandbox.rootfs."""
+    if kind == "session":
+        # A shell in between: a solution that kills its parent hits the shell, never the harness.
+        return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
+    root = jail_root(ws, readonly, writable, visible, harness)
     if kind == "bwrap":
-        net = ["--share-net"] if network else []
-        return ["bwrap", *bwrap_root(ws, readonly, writable, visible, harness), "--unshare-all", *net,
-                "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
-    # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
-    # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
-    # process group cannot reach `unshare` outside).
-    shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
-    if kind in ("unshare", "unshare-user"):
-        user = ["--map-root-user"] if kind == "unshare-user" else []
-        ns = ["--pid", "--fork", "--kill-child", *([] if network else ["--net"]), "--mount", "--mount-proc"]
-        return ["unshare", *user, *ns, "--", "setsid", *shell]
-    return shell
+        return ["bwrap", *bwrap_args(root), "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws),
+                "--", *cmd]
+    user = ["--map-root-user"] if kind == "unshare-user" else []
+    return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--ipc", "--uts",
+            "--", sys.executable, "-I", "-S", str(ROOTFS), kind, str(ws), json.dumps(root), "--", *cmd]
 
 
 def works(kind: str) -> bool:
@@ -352,6 +353,8 @@ def launch(
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
     finish(proc, token, kind, seen)
+    if kind == "unshare":  # the run's user was nobody; nothing of it is alive now
+        give([str(ws)], os.geteuid(), os.getegid())
     stdout.close()
     if channel is not None:
         while read_channel() == "more":
