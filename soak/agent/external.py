@@ -56,14 +56,14 @@ class Attempt(Protocol):
 
 
 def agent_isolation(config: SoakConfig) -> str:
-    """The isolation an agent gets on this host. Only bubblewrap keeps the judged party from writing its own verdict
-    (the run folder) and from reaching the model around the proxy: elsewhere an agent runs only when soak.toml opts
-    in."""
+    """The isolation an agent gets on this host. Every kind but a plain session keeps the judged party from writing
+    its own verdict (the run folder) and from reaching the model around the proxy: in a session an agent runs only
+    when soak.toml opts in."""
     kind = isolation_kind()
-    if kind != "bwrap" and not config.agent.uncontained:
+    if not allow_listed(kind) and not config.agent.uncontained:
         raise BadInput(f"an agent on this host would run under '{kind}', which cannot keep it from writing the night's "
                        "records or calling the model around the proxy: install bubblewrap (apt-get install "
-                       "bubblewrap), or set [agent] uncontained = true in soak.toml")
+                       "bubblewrap) or let soak use unshare, or set [agent] uncontained = true in soak.toml")
     return kind
 
 

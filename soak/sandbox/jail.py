@@ -1,14 +1,15 @@
 """Contained processes: the isolation kinds, rlimits, a scrubbed environment, capped output, a wall clock, and
 cleanup that leaves no process of a run alive. The sandbox (soak.sandbox) runs pytest through it.
 
-Isolation is the best the host offers, probed once per process:
+Isolation is the best the host offers, probed once per process (a kind counts only if its containment holds):
 
-- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a root built from an allow-list
-  (soak.sandbox.visible), read-only, only the workspace writable, a new session, and death with the harness.
-- `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace), a shell as the
-  namespace's pid 1.
+- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, the root built from the allow-list
+  (soak.sandbox.visible), read-only but for the workspace, a new session, and death with the harness.
+- `unshare` (soak runs as root) / `unshare-user` (through a user namespace): the same namespaces and the same root,
+  built by soak.sandbox.rootfs as the namespace's first process, which then runs the command as nobody (or, in a
+  nested user namespace, as no root at all) without capabilities; a shell is the namespace's pid 1.
 - `session`: a plain new session behind a shell, killed by group and by a per-run environment marker; the harness
-  still never is the parent nor in the group of untrusted code, but writes and network are not contained.
+  still never is the parent nor in the group of untrusted code, but reads, writes and network are not contained.
 """
 
 import contextlib
@@ -34,7 +35,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict
 
 from soak.sandbox.rootfs import give
-from soak.sandbox.visible import bwrap_args, jail_root
+from soak.sandbox.visible import allow_listed, bwrap_args, jail_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -111,13 +112,18 @@ def wrap(
 
 
 def works(kind: str) -> bool:
-    """Whether an isolation kind can start the sandbox's Python on this host."""
+    """Whether an isolation kind can start the sandbox's Python on this host, and for those that build the
+    allow-listed root, whether it holds: a file beside the workspace is absent and the root is read-only."""
     if kind != "session" and shutil.which(kind.split("-")[0]) is None:
         return False
     with tempfile.TemporaryDirectory(prefix="soak-probe-") as tmp:
-        cmd = wrap(kind, Path(tmp).resolve(), [], [sys.executable, "-I", "-c", "pass"])
+        ws, planted = Path(tmp).resolve() / "ws", Path(tmp).resolve() / "planted"
+        ws.mkdir()
+        planted.touch()
+        check = f"import os, sys; sys.exit(os.path.exists({str(planted)!r}) or os.access('/', os.W_OK))"
+        cmd = wrap(kind, ws, [], [sys.executable, "-I", "-c", check if allow_listed(kind) else "pass"])
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            return subprocess.run(cmd, capture_output=True, timeout=30, cwd=tmp).returncode == 0
+            return subprocess.run(cmd, capture_output=True, timeout=30, cwd=ws).returncode == 0
     return False
 
 

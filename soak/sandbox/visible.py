@@ -1,4 +1,6 @@
-"""What a process jailed by bubblewrap sees: a root built from an allow-list, never the host's.
+"""What a jailed process sees: a root built from an allow-list, never the host's, the same under bubblewrap and
+under `unshare` (one list of mount operations, `jail_root`; bubblewrap performs it from its arguments,
+soak.sandbox.rootfs with mount(2)).
 
 Read-only: the system directories that exist (SYSTEM_DIRS; a symlink such as /bin -> usr/bin stays a symlink), the
 Python that runs soak (prefix, base prefix, the real directory of its executable, its site-packages), and what a
@@ -7,7 +9,8 @@ itself only the files that must run inside are bound, alone, under HARNESS (the 
 agent's bridge); soak's package, the built-in bank, HumanEval's data and the run folders are masked where a bound
 directory holds them (site-packages). A fresh /proc and /dev, a small private /tmp; writable only the workspace
 (and an agent's HOME). Everything else is absent: the task bank and every suite's folders, other attempts and the
-run folder, soak's source and config, /root, /home, project folders.
+run folder, soak's source and config, /root, /home, project folders. A plain session (the last resort) has no such
+root.
 """
 
 import importlib.util
@@ -146,27 +149,27 @@ def bwrap_args(root: list[Mount]) -> list[str]:
 
 def described(kind: str) -> list[tuple[str, str, bool]]:
     """What the jail of an isolation kind holds on this host, as (what, how, fine) for `soak doctor`."""
-    if kind != "bwrap":
-        network = "none for test runs (own network namespace); agents share the host's network" if kind != "session" \
-            else "the host's network, for test runs and agents alike"
+    if not allow_listed(kind):
         return [
-            ("reads", "the whole file system: without bubblewrap nothing is hidden (the task bank, run folders, "
+            ("reads", "the whole file system: in a plain session nothing is hidden (the task bank, run folders, "
                       "soak's source, home folders)", False),
             ("writes", "anything the harness's user may write: not contained", False),
-            ("network", network, False),
+            ("network", "the host's network, for test runs and agents alike", False),
             ("run records", "not protected: an agent or a solution can write the run folder (so `--agent` refuses "
                             "to start unless [agent] uncontained = true); install bubblewrap", False),
         ]
     links, bound = allowed()
     reads = [f"{link} -> {os.readlink(link)}" for link in links] + [str(path) for path in bound]
     hides = outermost(hidden(), [])
+    user = {"bwrap": "as the harness's user", "unshare": "as nobody, without capabilities",
+            "unshare-user": "as the harness's user (nobody in a nested user namespace), without capabilities"}[kind]
     return [
         ("reads", "read-only: " + ", ".join(reads) + "; an agent also its venv, the Python it was made from and "
                   "[agent] readable; of soak only its pytest plugin (or an agent's bridge)", True),
         ("hidden", "everything else: soak, the task bank and run folders (" + ", ".join(map(str, hides)) + "), "
                    "every suite's folders, other attempts, home and project folders", True),
-        ("writes", f"the workspace (an agent also its temporary HOME); a private /tmp of "
-                   f"{PRIVATE_TMP_BYTES >> 20} MiB", True),
+        ("writes", f"{user}: the workspace (an agent also its temporary HOME); a private /tmp of "
+                   f"{PRIVATE_TMP_BYTES >> 20} MiB; the mounts cannot be undone from inside", True),
         ("network", "none; an agent reaches soak's recording proxy only, through a socket bridge", True),
         ("run records", "protected: no test run or agent sees the run folder (an agent only its own workspace)", True),
     ]
