@@ -104,8 +104,10 @@ def wrap(
         return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
     root = jail_root(ws, readonly, writable, visible, harness)
     if kind == "bwrap":
-        return ["bwrap", *bwrap_args(root), "--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(ws),
-                "--", *cmd]
+        # bubblewrap started by root keeps every capability for the command unless told: a solution could unmount
+        # the masks or mount the host's disk.
+        return ["bwrap", *bwrap_args(root), "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+                "--chdir", str(ws), "--", *cmd]
     user = ["--map-root-user"] if kind == "unshare-user" else []
     return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--ipc", "--uts",
             "--", sys.executable, "-I", "-S", str(ROOTFS), kind, str(ws), json.dumps(root), "--", *cmd]
