@@ -1,6 +1,8 @@
-"""An external agent under bubblewrap sees the allow-listed root, its venv, its HOME and its workspace: an agent that
-hunts the disk for the answer to its prompt finds none, while an honest agent (the model's reply through the proxy)
-still passes. The "agents" are short Python scripts run by `soak run --agent` against the in-process sim."""
+"""An external agent, under bubblewrap and under the unshare fallback alike, sees the allow-listed root, its venv, its
+HOME and its workspace: an agent that hunts the disk for the answer to its prompt finds none, one that forges the
+run's records or calls the model's server around the proxy changes nothing, while an honest agent (the model's reply
+through the proxy) still passes. The "agents" are short Python scripts run by `soak run --agent` against the
+in-process sim."""
 
 import json
 import os
@@ -69,12 +71,15 @@ print("wrote", entry)
 '''
 
 
-@pytest.fixture(autouse=True)
-def bubblewrap():
-    if isolation_kind() != "bwrap":
+@pytest.fixture(params=["bwrap", "unshare"], autouse=True)
+def jail(request) -> str:
+    """Each kind that builds the allow-listed root: bubblewrap, and this host without it (the unshare fallback)."""
+    kind = request.getfixturevalue("no_bubblewrap") if request.param == "unshare" else isolation_kind()
+    if not kind.startswith(request.param):
         if IN_CI:
-            pytest.fail("CI must have bubblewrap: the allow-listed root is what hides the answers")
-        pytest.skip("the allow-listed root needs bubblewrap")
+            pytest.fail(f"CI must have {request.param}: the allow-listed root is what hides the answers")
+        pytest.skip(f"the allow-listed root needs {request.param} here")
+    return kind
 
 
 def night(tmp_path: Path, base_url: str, script: str) -> pd.DataFrame:
