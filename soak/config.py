@@ -108,11 +108,12 @@ class Agent(Strict):
     address_space_bytes: int = 8 << 30
     """RLIMIT_AS of the agent and the commands it runs."""
     uncontained: bool = False
-    """Run the agent even on a host without bubblewrap, where its jail cannot keep it from writing the night's
-    records or reaching the model around the proxy; the report then says the night was uncontained."""
+    """Run the agent even on a host where neither bubblewrap nor unshare works (a plain session), which cannot keep it
+    from writing the night's records or reaching the model around the proxy; the report then says the night was
+    uncontained."""
     readable: list[Path] = Field(default_factory=list)
     """Paths the agent reads besides the jail's allow-list (a command of your own and its data), read-only; under
-    bubblewrap nothing else outside its workspace and HOME is visible (README, The sandbox)."""
+    bubblewrap or unshare nothing else outside its workspace and HOME is visible (README, The sandbox)."""
 
 
 class Server(Strict):
