@@ -157,11 +157,17 @@ def test_an_agent_hunting_the_disk_for_its_answer_finds_none(fast_sim, data_dir,
     assert (workspace / task.entry).read_text() == task.reference
 
 
-def test_an_honest_agent_still_passes_through_the_proxy(fast_sim, data_dir, tmp_path):
+def test_an_honest_agent_still_passes_through_the_proxy(jail, fast_sim, data_dir, tmp_path):
     _, base_url = fast_sim()
     tasks = night(tmp_path, base_url, HONEST)
     assert tasks["outcome"].tolist() == ["pass"], tasks[["task_id", "outcome", "error_tail"]]
     assert tasks["agent_calls"].tolist() == [1] and "wrote" in agent_output(tmp_path)
+    # A contained night, whatever the kind: the report does not call it uncontained.
+    report = CliRunner().invoke(main, ["report", str(tmp_path / "data" / "night"), "--output", str(tmp_path / "r")])
+    assert report.exit_code == 0, report.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())["runs"][0]
+    assert summary["agent_isolation"] == jail
+    assert not any(line.startswith("uncontained") for line in summary["verdicts"]), summary["verdicts"]
 
 
 @pytest.mark.slow
