@@ -74,8 +74,9 @@ CLAUSE = re.compile(r"\s*;\s*|,?\s+\b(?:but|however|although|though|yet)\b,?\s+|
 
 
 def readable_lines(text: str) -> list[str]:
-    """The text's lines without code blocks, indented code and tool output; blank lines kept as breaks."""
-    text = FENCE.sub("\n", text.replace("\r\n", "\n"))
+    """The text's lines without code blocks, indented code and tool output; blank lines kept as breaks; typographic
+    apostrophes made plain ("couldn’t")."""
+    text = FENCE.sub("\n", text.replace("\r\n", "\n").replace("\u2019", "'"))
     lines = []
     for line in text.split("\n"):
         indented = line.startswith(("    ", "\t")) and not LIST_MARK.match(line)

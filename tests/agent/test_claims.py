@@ -65,6 +65,7 @@ PARTIAL = [
     "❌ test_overlap",
     "All tests passed. Then I found that test_large still fails after the refactor.",
     "Work in progress: the merge step is incomplete.",
+    "It isn\u2019t working yet.",
     "Tests: 5 passed, 1 failed.",
     "The solution fails on the large input.",
     "Everything is done except the docs.",
@@ -86,6 +87,7 @@ BLOCKED = [
     "I implemented the parser, but I couldn't get the last test to pass.",
     "All tests passed earlier. However, I could not finish the rollback feature.",
     "Could not complete the task.",
+    "I couldn\u2019t get the last test to pass.",
     "These tests are contradictory, so I left the solution as is.",
     "Unfortunately, the test suite cannot be satisfied: test_a and test_b expect different values for one call.",
 ]
