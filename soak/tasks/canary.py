@@ -4,8 +4,9 @@ everything). A night mixes a few in at a configurable share; the seed picks them
 with like.
 
 Two mutations, each of one assertion the tests surely run (a statement straight in the body of a test function, of a
-`with` block there that is not `pytest.raises`/`assertRaises`, or of a helper a test calls, such as HumanEval's
-`check`) that compares something with a literal (`assert f(x) == 6`, `self.assertEqual(f(x), [1, 2])`):
+`with` block there that is not `pytest.raises`/`assertRaises`, or of a helper such a statement calls, such as
+HumanEval's `check`; only an early `return` escapes this, and validation catches it) that compares something with a
+literal (`assert f(x) == 6`, `self.assertEqual(f(x), [1, 2])`):
 
 - **one-off**: one value inside the literal changes to another of its type (an int or float + 1, a bool negated, a
   string's last character replaced);
@@ -133,8 +134,9 @@ def targets(name: str, source: str) -> list[Target]:
         return []
     functions = [func for _, func in test_functions(tree)]
     helpers = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node not in functions}
-    called = {call.func.id for func in functions for statement in run_statements(func.body)
-              for call in ast.walk(statement) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)}
+    called = {statement.value.func.id for func in functions for statement in run_statements(func.body)
+              if isinstance(statement, ast.Expr | ast.Assign) and isinstance(statement.value, ast.Call)
+              and isinstance(statement.value.func, ast.Name)}
     found = []
     for func in functions + [helpers[name] for name in sorted(called & set(helpers))]:
         for statement in run_statements(func.body):

@@ -96,7 +96,12 @@ def test_area():
         assert area(side, 1) == side
     if area(1, 1):
         assert area(1, 1) == 1
+        check(area)
     assert area(2, 2) == 2 * 2
+
+
+def check(candidate):
+    assert candidate(4, 5) == 20
 '''
     assert canary(task(only_guarded), random.Random(0)) is None
 
@@ -185,12 +190,13 @@ def test_validate_reports_each_mutation_and_a_canary_the_reference_passes(tmp_pa
 
 
 def check(candidate):
+    if candidate(0, 0) == 0:
+        return  # the assert below never runs
     assert candidate(4, 5) == 20
 
 
 def test_area():
-    if area(0, 0):
-        check(area)
+    check(area)
     for side in range(3):
         assert area(side, 2) == 2 * side
 '''
