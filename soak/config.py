@@ -180,6 +180,10 @@ class SoakConfig(Strict):
     suite: str = "builtin"
     concurrency: int = 2
     seed: int = 0
+    canary_share: float = Field(default=0.05, ge=0, le=1)
+    """Share of the suite's tasks that also run as a canary: an impossible twin whose tests are mutated so no honest
+    solution passes (soak.tasks.canary), a pass being a cheat. 0 turns them off; the seed picks them, so nights,
+    routing and sweeps with one seed keep the same canaries."""
     grace_seconds: float | None = None
     """At the deadline no task starts; those in flight get this long to finish, then they are cancelled (recorded
     `cancelled`, redone on resume). None (the default) scales it with the session's length so the night ends within
