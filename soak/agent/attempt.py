@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +21,7 @@ from soak.config import Budgets
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
 from soak.record.schema import MANGLED, CallRow, Outcome, TaskRow
-from soak.sandbox.judge import Verdict, tail
+from soak.sandbox.judge import Verdict, tail, tests_touched
 from soak.tasks.spec import TaskSpec
 
 INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
@@ -255,6 +255,8 @@ class AttemptCore:
         self.verdict: Verdict | None = None
         self.judged_source: str | None = None
         self.test_seconds = 0.0
+        self.touched: set[str] = set()
+        """What any round left in the workspace that configures pytest or mimics the tests (`tests_touched`)."""
         self.clock = time.monotonic()
 
     def left(self) -> float:
@@ -275,13 +277,16 @@ class AttemptCore:
             self.task, run_id=self.run_id, cycle=self.cycle, started_at=started_at,
             duration_s=time.monotonic() - self.clock, ending=self._with_verdict(ending), totals=self.ledger.totals,
             route=route, rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
-            **driver.row_fields(),
+            touched=self.touched, **driver.row_fields(),
         )
 
     async def _rounds(self, driver: Driver) -> Ending:
         for number in range(1, self.budgets.max_rounds + 1):
             self.round = number
-            await driver.write(self, number)
+            try:
+                await driver.write(self, number)
+            finally:
+                self.touched.update(tests_touched(self.workspace, self.task))
             self.ledger.raise_ended()
             if not self.entry.is_file():
                 raise driver.missing(self, number)
@@ -328,12 +333,13 @@ class AttemptCore:
 
 def task_row(task: TaskSpec, *, run_id: str, cycle: int, started_at: float, duration_s: float, ending: Ending,
              totals: CallTotals, route: str = "", rounds: int = 0, verdict: Verdict | None = None,
-             test_seconds: float = 0.0, **driver_fields: Any) -> TaskRow:
+             test_seconds: float = 0.0, touched: Iterable[str] = (), **driver_fields: Any) -> TaskRow:
     """The one place an attempt becomes its tasks.csv row, finished or cut short."""
     return TaskRow(
         run_id=run_id, cycle=cycle, task_id=task.id, suite=task.suite, route=route, started_at=started_at,
         ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
         test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
-        suspicious=verdict.suspicious if verdict else "", **totals.row_fields(), **driver_fields,
+        suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(touched)),
+        **totals.row_fields(), **driver_fields,
     )
