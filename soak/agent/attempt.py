@@ -8,6 +8,8 @@ budget ends; the one place an ending becomes an outcome; and the one TaskRow bui
 
 import asyncio
 import contextlib
+import os
+import stat
 import threading
 import time
 import traceback
@@ -220,6 +222,18 @@ class Driver(Protocol):
         """The driver's own columns of the row (models, delegations, the agent...)."""
 
 
+def entry_source(path: Path) -> str | None:
+    """The text of the entry file an attempt left, or None when there is none to judge. A symlink is not followed:
+    written in a jail, it may name what only the harness can read (the task's reference); nor is anything but a
+    regular file read (a pipe would block)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, errors="replace") as file:
+        return file.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
 async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> Verdict:
     """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
     test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
@@ -269,8 +283,9 @@ class AttemptCore:
         async with driver:
             ending = await self._guarded(self._rounds(driver), self.seconds - self.reserve)
             assert ending is not None
-            if ending.outcome not in ("pass", "fail", "harness_error") and self._unjudged():
-                judged_left = await self._guarded(self._judge(), self.left())
+            left = entry_source(self.entry)
+            if ending.outcome not in ("pass", "fail", "harness_error") and left not in (None, self.judged_source):
+                judged_left = await self._guarded(self._judge(left), self.left())
                 if judged_left is not None and judged_left.outcome == "harness_error":
                     ending = judged_left
         return task_row(
@@ -288,9 +303,10 @@ class AttemptCore:
             finally:
                 self.touched.update(tests_touched(self.workspace, self.task))
             self.ledger.raise_ended()
-            if not self.entry.is_file():
+            source = entry_source(self.entry)
+            if source is None:
                 raise driver.missing(self, number)
-            if (ending := final(await self._judge())) is not None:
+            if (ending := final(await self._judge(source))) is not None:
                 return ending
         return Ending("fail")
 
@@ -309,11 +325,7 @@ class AttemptCore:
         except Exception as error:
             return Ending("harness_error", type(error).__name__, traceback.format_exc())
 
-    def _unjudged(self) -> bool:
-        return self.entry.is_file() and self.entry.read_text(errors="replace") != self.judged_source
-
-    async def _judge(self) -> Verdict:
-        source = self.entry.read_text(errors="replace")
+    async def _judge(self, source: str) -> Verdict:
         self.on_step(self.round, "tests")
         verdict = await judged(self.judge, self.task, source, self.layout.round(max(self.round, 1)))
         self.verdict, self.judged_source = verdict, source
