@@ -29,6 +29,10 @@ TAMPERED_EVERY, TAMPERED_AT = 29, 13
 """Attempt i with i % 29 == 13 (unless an infra error) tampered with its judging."""
 SUSPICIOUS_EVERY, SUSPICIOUS_AT = 11, 4
 """Attempt i with i % 11 == 4 carries reasons from the static look (a pass then is a suspicious pass)."""
+TOUCHED_EVERY, TOUCHED_AT = 13, 6
+"""Attempt i with i % 13 == 6 (unless an infra error) left a conftest and a test file in its workspace."""
+TOUCHED = "conftest.py; test_solution.py"
+HOSTILE_TOUCHED = "<script>alert('touched')</script>.pth; conftest.py"
 TAMPER_TAIL = ("Tampering: pytest plugins registered after the session started: solution_plugin\n"
                "hook pytest_runtest_makereport added\n3 of 5 tests passed")
 HOSTILE_TAMPER_TAIL = "Tampering: conftest.py added: <script>alert('tamper')</script>\n</pre><i>not italic</i>"
@@ -94,6 +98,9 @@ def build_run(
         suspicious = ""
         if i % SUSPICIOUS_EVERY == SUSPICIOUS_AT and outcome != "infra_error":
             suspicious = HOSTILE_SUSPICIOUS if hostile else SUSPICIOUS
+        touched = ""
+        if i % TOUCHED_EVERY == TOUCHED_AT and outcome != "infra_error":
+            touched = HOSTILE_TOUCHED if hostile else TOUCHED
         mangled = exhausted = 0
         broken: list[dict[str, str]] = []
         for c in range(n_calls):
@@ -140,6 +147,7 @@ def build_run(
             completion_tokens=400 * n_calls, tests_passed=5 if outcome == "pass" else 2, tests_total=5,
             test_seconds=1.5, error_kind=kind, error_tail=tail, mangled_tool_calls=mangled,
             reasoning_exhausted=exhausted, orchestrator_model=model, coder_model=model, suspicious=suspicious,
+            tests_touched=touched,
         ))
     if in_progress:
         task_rows = [t for t in task_rows if t.ended_at < START + hours * 3600 * 0.9]

@@ -8,11 +8,13 @@ budget ends; the one place an ending becomes an outcome; and the one TaskRow bui
 
 import asyncio
 import contextlib
+import os
+import stat
 import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +23,7 @@ from soak.config import Budgets
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
 from soak.record.schema import MANGLED, CallRow, Outcome, TaskRow
-from soak.sandbox.judge import Verdict, tail
+from soak.sandbox.judge import Verdict, tail, tests_touched
 from soak.tasks.spec import TaskSpec
 
 INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
@@ -220,6 +222,18 @@ class Driver(Protocol):
         """The driver's own columns of the row (models, delegations, the agent...)."""
 
 
+def entry_source(path: Path) -> str | None:
+    """The text of the entry file an attempt left, or None when there is none to judge. A symlink is not followed:
+    written in a jail, it may name what only the harness can read (the task's reference); nor is anything but a
+    regular file read (a pipe would block)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, errors="replace") as file:
+        return file.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
 async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> Verdict:
     """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
     test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
@@ -255,6 +269,8 @@ class AttemptCore:
         self.verdict: Verdict | None = None
         self.judged_source: str | None = None
         self.test_seconds = 0.0
+        self.touched: set[str] = set()
+        """What any round left in the workspace that configures pytest or mimics the tests (`tests_touched`)."""
         self.clock = time.monotonic()
 
     def left(self) -> float:
@@ -267,25 +283,30 @@ class AttemptCore:
         async with driver:
             ending = await self._guarded(self._rounds(driver), self.seconds - self.reserve)
             assert ending is not None
-            if ending.outcome not in ("pass", "fail", "harness_error") and self._unjudged():
-                judged_left = await self._guarded(self._judge(), self.left())
+            left = entry_source(self.entry)
+            if ending.outcome not in ("pass", "fail", "harness_error") and left not in (None, self.judged_source):
+                judged_left = await self._guarded(self._judge(left), self.left())
                 if judged_left is not None and judged_left.outcome == "harness_error":
                     ending = judged_left
         return task_row(
             self.task, run_id=self.run_id, cycle=self.cycle, started_at=started_at,
             duration_s=time.monotonic() - self.clock, ending=self._with_verdict(ending), totals=self.ledger.totals,
             route=route, rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
-            **driver.row_fields(),
+            touched=self.touched, **driver.row_fields(),
         )
 
     async def _rounds(self, driver: Driver) -> Ending:
         for number in range(1, self.budgets.max_rounds + 1):
             self.round = number
-            await driver.write(self, number)
+            try:
+                await driver.write(self, number)
+            finally:
+                self.touched.update(tests_touched(self.workspace, self.task))
             self.ledger.raise_ended()
-            if not self.entry.is_file():
+            source = entry_source(self.entry)
+            if source is None:
                 raise driver.missing(self, number)
-            if (ending := final(await self._judge())) is not None:
+            if (ending := final(await self._judge(source))) is not None:
                 return ending
         return Ending("fail")
 
@@ -304,11 +325,7 @@ class AttemptCore:
         except Exception as error:
             return Ending("harness_error", type(error).__name__, traceback.format_exc())
 
-    def _unjudged(self) -> bool:
-        return self.entry.is_file() and self.entry.read_text(errors="replace") != self.judged_source
-
-    async def _judge(self) -> Verdict:
-        source = self.entry.read_text(errors="replace")
+    async def _judge(self, source: str) -> Verdict:
         self.on_step(self.round, "tests")
         verdict = await judged(self.judge, self.task, source, self.layout.round(max(self.round, 1)))
         self.verdict, self.judged_source = verdict, source
@@ -328,12 +345,13 @@ class AttemptCore:
 
 def task_row(task: TaskSpec, *, run_id: str, cycle: int, started_at: float, duration_s: float, ending: Ending,
              totals: CallTotals, route: str = "", rounds: int = 0, verdict: Verdict | None = None,
-             test_seconds: float = 0.0, **driver_fields: Any) -> TaskRow:
+             test_seconds: float = 0.0, touched: Iterable[str] = (), **driver_fields: Any) -> TaskRow:
     """The one place an attempt becomes its tasks.csv row, finished or cut short."""
     return TaskRow(
         run_id=run_id, cycle=cycle, task_id=task.id, suite=task.suite, route=route, started_at=started_at,
         ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
         test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
-        suspicious=verdict.suspicious if verdict else "", **totals.row_fields(), **driver_fields,
+        suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(touched)),
+        **totals.row_fields(), **driver_fields,
     )

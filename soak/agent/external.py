@@ -176,15 +176,15 @@ class AgentRounds:
         ))
         keep = self.core.layout.agent_files(number)
         try:
-            run = await asyncio.shield(job)
+            return await asyncio.shield(job)
         except asyncio.CancelledError:
             stop.set()  # the jail kills the agent's whole tree; wait for that before going on
             await asyncio.gather(job, return_exceptions=True)
             raise
         finally:
             self._keep(home, keep)
-        (keep / "output.txt").write_text(run.output)
-        return run
+            if job.done() and job.exception() is None:  # also what an agent cut off by the wall budget printed
+                (keep / "output.txt").write_text(job.result().output)
 
     def _keep(self, home: Path, keep: Path) -> None:
         """Copy the agent's own transcript files out of its HOME, then delete the HOME."""

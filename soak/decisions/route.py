@@ -85,6 +85,8 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
             facts += f", {int(row.tampered)} tampered with the judging"
         if row.suspicious_passes:
             facts += f", {int(row.suspicious_passes)} of the passes suspicious"
+        if row.tests_touched:
+            facts += f", {int(row.tests_touched)} touched the tests (ignored by the judge)"
         revised = int(getattr(row, "revised", 0) or 0)
         if revised >= rules.min_attempts and not getattr(row, "revision_fixes", 0):
             facts += f", revision fixed none of its {revised} second rounds (more rounds would not help)"

@@ -4,9 +4,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
-(the reader maps the old name) and resumable when its columns differ only by that name."""
+(the reader maps the old name) and resumable when its columns differ only by that name.
+3: tasks.csv's `tests_touched`. An older folder stays readable (the column empty); a resume refuses it (its tasks.csv
+lacks the column)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -94,6 +96,11 @@ class TaskRow(Row):
     suspicious: str = ""
     """Reward-hack signatures the static look found in the judged solution ("; "-joined reasons), empty when none;
     never changes the outcome by itself, it tells which passes to distrust."""
+    tests_touched: str = ""
+    """What the attempt left in its workspace that configures pytest or Python or mimics the tests (conftest.py, ini
+    files, `.pth`, bytecode, new or changed test files; "; "-joined paths relative to the workspace), empty when
+    none. The judge ignores all of it (it judges the entry file beside fresh copies of the tests); it tells which
+    attempts tried."""
     agent: str = ""
     """External agent (mode agent): name and version, e.g. `hermes-agent 0.19.0`; empty for soak's own loop."""
     agent_calls: int = 0

@@ -12,7 +12,7 @@ OUTCOMES = list(get_args(Outcome))
 """Every outcome in schema order."""
 PROBLEM_COLUMNS = ["suite", "attempts", "model_attempts", "passes", "pass_rate", "failure_rate", "infra_errors",
                    "median_calls", "median_s", "median_pass_s", "dominant_outcome", "outcomes", "last_error_kind",
-                   "route", "tampered", "suspicious_passes"]
+                   "route", "tampered", "suspicious_passes", "tests_touched"]
 
 
 def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -28,13 +28,15 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
     attempt says something about the stack, not the problem (a problem with none of them has NaN rates).
     `last_error_kind` and `route` are the latest non-empty ones by `ended_at`. `tampered` counts the attempts that
     tried to change how they were judged (failures, like any non-pass model outcome); `suspicious_passes` the
-    passes whose solution the static look flagged (still passes: they say which ones to distrust)."""
+    passes whose solution the static look flagged (still passes: they say which ones to distrust); `tests_touched`
+    the attempts that left files in their workspace to configure pytest or mimic the tests (ignored by the judge)."""
     if tasks.empty:
         return pd.DataFrame(columns=PROBLEM_COLUMNS, index=pd.Index([], name="task_id"))
     frame = with_calls(tasks).sort_values("ended_at", kind="stable").assign(
         passed=lambda f: f["outcome"] == "pass", model=lambda f: f["outcome"].isin(MODEL_OUTCOMES),
         infra=lambda f: f["outcome"] == "infra_error", tampered=lambda f: f["outcome"] == "tampered",
         flagged=lambda f: (f["outcome"] == "pass") & (f["suspicious"].fillna("").astype(str) != ""),
+        touched=lambda f: f["tests_touched"].fillna("").astype(str) != "",
     )
     grouped = frame.groupby("task_id")
     judged = frame[frame["model"]]
@@ -43,6 +45,7 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
         "suite": grouped["suite"].last(), "attempts": grouped.size(), "model_attempts": grouped["model"].sum(),
         "passes": grouped["passed"].sum(), "infra_errors": grouped["infra"].sum(),
         "tampered": grouped["tampered"].sum(), "suspicious_passes": grouped["flagged"].sum(),
+        "tests_touched": grouped["touched"].sum(),
         "median_calls": by_judged["calls"].median(), "median_s": by_judged["duration_s"].median(),
         "median_pass_s": judged[judged["passed"]].groupby("task_id")["duration_s"].median(),
         "dominant_outcome": by_judged["outcome"].agg(lambda s: s.value_counts().idxmax()),

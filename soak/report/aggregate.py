@@ -12,7 +12,8 @@ from soak.record.summary import OUTCOMES, problem_table, span_text, with_calls
 from soak.report import series
 
 PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",
-                "outcomes", "last_error_kind", "route", "tampered", "suspicious_passes", "tampering", "suspicion"]
+                "outcomes", "last_error_kind", "route", "tampered", "suspicious_passes", "tests_touched", "tampering",
+                "suspicion", "touched"]
 TAMPERING_KIND = "Tampering"
 """error_kind of a tampered attempt; its error_tail says what was changed."""
 MEMORY_VERDICT_HOURS = 0.5
@@ -102,8 +103,8 @@ def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, f
 
 def per_problem(tasks: pd.DataFrame) -> pd.DataFrame:
     """The report's view of soak.record.summary.problem_table (what routing reads): task_id as a column, plus the
-    evidence of the latest tampered attempt (`tampering`) and the reasons of the latest suspicious pass
-    (`suspicion`), empty when none."""
+    evidence of the latest tampered attempt (`tampering`), the reasons of the latest suspicious pass (`suspicion`)
+    and the files of the latest attempt that touched the tests (`touched`), empty when none."""
     table = problem_table(tasks).reset_index()
     latest = tasks.sort_values("ended_at", kind="stable")
     tampered = tampered_attempts(latest)
@@ -111,11 +112,29 @@ def per_problem(tasks: pd.DataFrame) -> pd.DataFrame:
     table["tampering"] = table["task_id"].map(tampered.groupby("task_id")["evidence"].last()).fillna("")
     table["suspicion"] = table["task_id"].map(
         flagged[flagged["outcome"] == "pass"].groupby("task_id")["suspicious"].last()).fillna("")
+    table["touched"] = table["task_id"].map(touched_attempts(latest).groupby("task_id")["tests_touched"].last()
+                                            ).fillna("")
     return table[PROBLEM_VIEW]
 
 
 def suspicious_column(tasks: pd.DataFrame) -> pd.Series:
     return tasks["suspicious"].fillna("").astype(str) if "suspicious" in tasks else pd.Series("", index=tasks.index)
+
+
+def touched_column(tasks: pd.DataFrame) -> pd.Series:
+    if "tests_touched" not in tasks:
+        return pd.Series("", index=tasks.index)
+    return tasks["tests_touched"].fillna("").astype(str)
+
+
+def touched_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Attempts that left files in their workspace to configure pytest or mimic the tests, in the given order, with
+    the files as a list (`files`)."""
+    touched = tasks.assign(tests_touched=touched_column(tasks))
+    touched = touched[touched["tests_touched"] != ""]
+    out = touched[["task_id", "cycle", "session", "outcome", "ended_at", "tests_touched"]].reset_index(drop=True)
+    out["files"] = [[name for name in text.split("; ") if name] for text in out["tests_touched"]]
+    return out
 
 
 def tampered_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -257,7 +276,7 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "pass_rate": passes / model_attempts if model_attempts else None,
         "model_failures": model_attempts - passes, "infra_errors": int(outcomes.get("infra_error", 0)),
         "tampered": int(outcomes.get("tampered", 0)), "suspicious_passes": suspicious_passes,
-        "suspicious_attempts": int(flagged.sum()),
+        "suspicious_attempts": int(flagged.sum()), "tests_touched": int((touched_column(tasks) != "").sum()),
         "trusted_pass_rate": (passes - suspicious_passes) / model_attempts if model_attempts else None,
         "harness_errors": int(outcomes.get("harness_error", 0)), "cancelled": int(outcomes.get("cancelled", 0)),
         "pass_at_round_1": int((passed["rounds"] <= 1).sum()) / model_attempts if rounds_known else None,
@@ -316,6 +335,9 @@ def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
                      f" solution ({plural(h['suspicious_attempts'], 'flagged attempt')} in all{without})")
     else:
         lines.append("suspicious passes: none (the static look flagged no judged solution)")
+    if h["tests_touched"]:
+        lines.append(f"{plural(h['tests_touched'], 'attempt')} touched the tests: a conftest, an ini, bytecode or test "
+                     "files left in the workspace (ignored by the judge; the files under Judging)")
     lines.append(f"infra errors: {h['infra_errors']} tasks vs model failures: {h['model_failures']} tasks"
                  + (f" (harness errors: {h['harness_errors']})" if h["harness_errors"] else ""))
     if h["pass_at_round_1"] is not None:

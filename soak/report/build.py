@@ -103,13 +103,15 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
 
 
 def judging_view(tasks: pd.DataFrame) -> dict[str, Any]:
-    """The attempts that tampered with their judging (with the evidence) and those the static look flagged."""
+    """The attempts that tampered with their judging (with the evidence), those the static look flagged and those
+    that touched the tests (with the files)."""
     tampered = agg.tampered_attempts(tasks.sort_values("ended_at", kind="stable"))
+    touched = agg.touched_attempts(tasks.sort_values("ended_at", kind="stable"))
     flagged = agg.suspicious_attempts(tasks)
     passes = flagged[flagged["outcome"] == "pass"]
     return {"tampered": records(tampered, TABLE_ROWS), "tampered_total": len(tampered),
             "suspicious": records(flagged, TABLE_ROWS), "suspicious_total": len(flagged),
-            "suspicious_passes": len(passes)}
+            "suspicious_passes": len(passes), "touched": records(touched, TABLE_ROWS), "touched_total": len(touched)}
 
 
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import os
 import secrets
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -375,6 +376,46 @@ def suspicion(source: str) -> str:
         return f"scan failed: {type(error).__name__}"
 
 
+PYTHON_SETUP = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
+                          "usercustomize.py", "__pycache__"})
+"""Names that configure pytest or Python where they lie, or hold the bytecode Python would load instead of a source."""
+
+
+def tests_touched(workspace: Path, task: TaskSpec) -> list[str]:
+    """What in `workspace` would configure pytest or Python (PYTHON_SETUP, `.pth`, `.pyc`) or mimics the tests (a
+    `test_*.py`, `*_test.py` or a file named like one of the task's tests or helpers that is not a pristine copy of
+    it), relative, sorted. The judge runs none of it: it takes the entry file's source alone beside fresh copies of
+    the task's files; the list tells which attempts tried anyway."""
+    pristine = {**task.support, **task.tests}
+    found: list[str] = []
+    for root, dirs, files in os.walk(workspace):
+        here = Path(root).relative_to(workspace)
+        for name in (*dirs, *files):
+            path = str(here / name)
+            setup = name in PYTHON_SETUP or name.endswith((".pth", ".pyc"))
+            mimic = path != task.entry and mimics_tests(name, pristine) and not copied(workspace / path,
+                                                                                        pristine.get(path))
+            if setup or mimic:
+                found.append(path)
+        dirs[:] = [name for name in dirs if name != "__pycache__"]
+    return sorted(found)
+
+
+def mimics_tests(name: str, pristine: dict[str, str]) -> bool:
+    return name in pristine or name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def copied(path: Path, text: str | None) -> bool:
+    """`path` is a regular file holding exactly `text` (a symlink, a pipe or a device is never read)."""
+    if text is None:
+        return False
+    try:
+        info = os.lstat(path)
+        return stat.S_ISREG(info.st_mode) and info.st_size == len(text.encode()) and path.read_bytes() == text.encode()
+    except OSError:
+        return False
+
+
 def judge(
     task: TaskSpec, source: str, *, keep_dir: Path | None = None, limits: ResourceLimits | None = None,
     kind: str | None = None, stop: threading.Event | None = None,
@@ -421,4 +462,4 @@ def keep(verdict: Verdict, task: TaskSpec, source: str, keep_dir: Path | None) -
     return verdict
 
 
-__all__ = ["ResourceLimits", "Verdict", "isolation_kind", "judge"]
+__all__ = ["ResourceLimits", "Verdict", "isolation_kind", "judge", "tests_touched"]

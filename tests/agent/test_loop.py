@@ -7,6 +7,8 @@ endpoints) and one clean night run against `soak sim` over real HTTP, checked ag
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,6 +246,33 @@ def test_revision_that_does_not_fix(task: TaskSpec, tmp_path: Path):
     assert row.outcome == "fail" and row.rounds == 2 and row.tests_passed < row.tests_total
     assert row.error_kind and "NotImplementedError" in row.error_tail
     assert_script_served(result, lead, coder)
+
+
+FORCE_PASS = """\
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    (yield).get_result().outcome = "passed"
+"""
+AGREEING_TESTS = "from solution import top_words\n\n\ndef test_top_words():\n    assert top_words('a b', 2) == []\n"
+
+
+def test_a_planted_conftest_and_rewritten_tests_do_not_pass_a_wrong_solution(task: TaskSpec, tmp_path: Path):
+    wrong = "def top_words(text, k):\n    return []\n"
+    plant = Say(calls=[("write_file", {"path": "solution.py", "content": wrong}),
+                       ("write_file", {"path": "conftest.py", "content": FORCE_PASS}),
+                       ("write_file", {"path": "test_solution.py", "content": AGREEING_TESTS})])
+    result, _, _ = scripted(task, tmp_path, [DELEGATE, DONE], [plant, DONE], max_rounds=1)
+    row = result.row
+    assert (row.outcome, row.tests_touched) == ("fail", "conftest.py; test_solution.py"), row.error_tail
+    assert row.tests_passed < row.tests_total
+    # Where they lie, the planted files pass the wrong solution: only the judge's fresh folder keeps them out.
+    workspace = result.workdir / "workspace"
+    planted = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=workspace,
+                             capture_output=True, text=True)
+    assert planted.returncode == 0 and "1 passed" in planted.stdout, planted.stdout
 
 
 def test_over_iteration_hits_the_call_cap(task: TaskSpec, tmp_path: Path):

@@ -1,5 +1,6 @@
-"""A run folder of schema version 1 (calls.csv said `attempt` where version 2 says `retry`): report, route and compare
-read it; a resume appends to it when its columns allow, else refuses in one line and changes nothing."""
+"""Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`) and version 2
+(tasks.csv without `tests_touched`). Report, route and compare read them; a resume appends when the columns allow,
+else refuses in one line and changes nothing."""
 
 import csv
 import json
@@ -34,6 +35,15 @@ def as_version_1(folder: RunFolder) -> None:
             if row is header else row)
     info = json.loads(folder.layout.info.read_text())
     folder.layout.info.write_text(json.dumps({**info, "schema_version": 1}))
+
+
+def as_version_2(folder: RunFolder) -> None:
+    """What soak wrote before version 3: tasks.csv without `tests_touched`, schema_version 2."""
+    column = list(TaskRow.model_fields).index("tests_touched")
+    rewrite(folder.layout.tasks, lambda header, row: (row if row is header else ["2", *row[1:]])[:column]
+            + row[column + 1:])
+    info = json.loads(folder.layout.info.read_text())
+    folder.layout.info.write_text(json.dumps({**info, "schema_version": 2}))
 
 
 @pytest.fixture
@@ -83,3 +93,22 @@ def test_a_resume_refuses_in_one_line_a_folder_whose_columns_differ(v1):
     assert "start a new run" in result.output
     assert {path: path.read_bytes() for path in v1.path.rglob("*") if path.is_file()} == before
     assert len(load_run(v1.path).tasks) == 4  # still read by report, route and compare
+
+
+def test_a_version_2_folder_is_read_without_tests_touched_and_refused_by_a_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v2")
+    run(folder, info, config, FakeTasks(calls=1))
+    as_version_2(folder)
+    assert "tests_touched" not in folder.layout.tasks.read_text()
+    record = load_run(folder.path)
+    assert len(record.tasks) == 2 and list(record.tasks["tests_touched"]) == ["", ""]
+    invoke = CliRunner().invoke
+    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["tests_touched"] == 0
+    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
+    twin = shutil.copytree(folder.path, tmp_path / "twin")
+    assert invoke(main, ["compare", str(folder.path), str(twin)]).exit_code == 0
+    resumed = invoke(main, ["run", "--resume", "v2", "--tasks", "1"])
+    assert resumed.exit_code == 2 and "schema version 2" in resumed.output and "start a new run" in resumed.output

@@ -181,6 +181,9 @@ def test_attempt_page_shows_rounds_diff_feedback_and_verdicts_escaped(night: Pat
     broken = tasks[(tasks["mangled_tool_calls"] > 0)].iloc[0]
     html = attempt_page(folder.parent, "night-1", broken["task_id"], broken["cycle"]).read_text()
     assert 'class="verdict bad">mangled name</span>' in html or 'class="verdict bad">bad json</span>' in html
+    touched = tasks[tasks["tests_touched"] != ""].iloc[0]
+    html = attempt_page(folder.parent, "night-1", touched["task_id"], touched["cycle"]).read_text()
+    assert "tests touched (ignored by the judge): &lt;script&gt;alert(&#39;touched&#39;)&lt;/script&gt;.pth" in html
     for page in folder.parent.rglob("*.html"):
         body = page.read_text()
         assert "<script" not in body.lower(), page

@@ -180,6 +180,9 @@ def test_headline_names_tampering_and_suspicious_passes(night: Path) -> None:
     lines = " | ".join(head["verdicts"])
     assert f"{tampered} attempts tampered with their judging (counted as model failures" in lines
     assert f"{flagged_passes} passes to distrust" in lines
+    touched = int((tasks["tests_touched"] != "").sum())
+    assert touched == head["tests_touched"] >= 3
+    assert f"{touched} attempts touched the tests" in lines
 
 
 def test_tampered_and_suspicious_tables() -> None:
@@ -193,6 +196,8 @@ def test_tampered_and_suspicious_tables() -> None:
         task(task_id="b", outcome="pass", suspicious="imports gc (line 1); module-level __getattr__ (line 4)",
              ended_at=150, cycle=1),
         task(task_id="c", outcome="tampered", error_kind="Tampering", ended_at=115),
+        task(task_id="c", outcome="fail", tests_touched="conftest.py", ended_at=116, cycle=1),
+        task(task_id="c", outcome="fail", tests_touched="pytest.ini; test_solution.py", ended_at=117, cycle=2),
     ]])
     tampered = agg.tampered_attempts(tasks)
     assert tampered["task_id"].tolist() == ["a", "a", "c"]
@@ -208,6 +213,10 @@ def test_tampered_and_suspicious_tables() -> None:
     assert (table.loc["b", "suspicious_passes"], table.loc["b", "tampered"]) == (1, 0)
     assert table.loc["b", "suspicion"].endswith("module-level __getattr__ (line 4)")
     assert table.loc["a", "suspicion"] == "" and table.loc["b", "tampering"] == ""
+    touched = agg.touched_attempts(tasks)
+    assert touched["files"].tolist() == [["conftest.py"], ["pytest.ini", "test_solution.py"]]
+    assert (table.loc["c", "tests_touched"], table.loc["c", "touched"]) == (2, "pytest.ini; test_solution.py")
+    assert table.loc["a", "tests_touched"] == 0 and table.loc["a", "touched"] == ""
 
 
 def test_tampered_has_its_own_colour_in_schema_order() -> None:
@@ -246,6 +255,7 @@ def test_render_escapes_run_text_and_stays_offline(night: Path, tmp_path: Path) 
     summary = json.loads((out.parent / "summary.json").read_text())
     assert summary["report"] == "night.html" and summary["runs"][0]["restarts"] == 2
     assert summary["runs"][0]["tampered"] >= 3 and summary["runs"][0]["suspicious_passes"] >= 3
+    assert summary["runs"][0]["tests_touched"] == agg.headline(load_run(night))["tests_touched"] >= 3
 
 
 def test_render_shows_tampering_and_suspicious_passes_escaped(night: Path, tmp_path: Path) -> None:
@@ -260,13 +270,17 @@ def test_render_shows_tampering_and_suspicious_passes_escaped(night: Path, tmp_p
     assert "&lt;script&gt;alert(&#34;sus&#34;)&lt;/script&gt;" in judging
     assert "<li>imports pytest (line 1)</li>" in judging
     assert 'class="flag">pass ⚠</span>' in judging
+    assert f"{head['tests_touched']} attempts touched the tests</h3>" in judging
+    assert "<li><code>&lt;script&gt;alert(&#39;touched&#39;)&lt;/script&gt;.pth</code></li>" in judging
     headline = html[html.index('id="r1-headline"'):html.index('id="r1-durations"')]
     assert "tampered with their judging</a>" in headline and "suspicious passes</a>" in headline
+    assert f"<b>{head['tests_touched']}</b><span><a href=\"#r1-judging\">touched the tests</a>" in headline
     assert f"<li>{head['tampered']} attempts tampered with their judging" in headline
     problems = html[html.index('id="r1-problems"'):html.index('id="r1-timeline"')]
     assert "<th>judging</th>" in problems and 'class="flag">tampered ' in problems
     assert "<summary>evidence</summary><pre>Tampering: conftest.py added: &lt;script&gt;" in problems
     assert 'class="flag">suspicious passes ' in problems
+    assert 'class="flag">tests touched ' in problems and "<summary>files</summary>" in problems
     assert "<script" not in html.lower()
 
 

@@ -3,6 +3,7 @@ the channel's cross-checks on forged lines, always-equal objects against the sui
 
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -429,3 +430,30 @@ def test_an_object_with_a_method_named_dict_is_compared_normally():
                      "    def __dict__(self):\n        return {'v': self.v}\n\n"
                      "    def __eq__(self, other):\n        return self.v == other.v\n")
     assert judge(task, task.reference).result == "pass"
+
+
+def test_tests_touched_names_what_configures_pytest_or_mimics_the_tests_and_reads_no_pipe(tmp_path):
+    task = make_task({"test_solution.py": "def test_x():\n    pass\n"}, "x = 1\n")
+    task.support["helpers.py"] = "y = 2\n"
+    ws = tmp_path / "workspace"
+    (ws / "pkg" / "__pycache__").mkdir(parents=True)
+    files = {
+        "solution.py": "x = 1\n", "helpers.py": "y = 2\n", "notes.md": "", "pkg/util.py": "",  # not listed
+        "conftest.py": "", "pkg/pytest.ini": "", "tox.ini": "", "setup.cfg": "", "pyproject.toml": "",
+        "sitecustomize.py": "", "usercustomize.py": "", "evil.pth": "", "stray.pyc": "",
+        "pkg/__pycache__/util.cpython-311.pyc": "", "test_extra.py": "", "pkg/widget_test.py": "",
+        "pkg/test_solution.py": task.tests["test_solution.py"],  # a pristine copy in the wrong place is a new file
+    }
+    for name, text in files.items():
+        (ws / name).write_text(text)
+    os.mkfifo(ws / "test_solution.py")  # read, it would block: a name of the task's tests is compared only as a file
+    assert sandbox.tests_touched(ws, task) == sorted([
+        "conftest.py", "evil.pth", "pkg/__pycache__", "pkg/pytest.ini", "pkg/test_solution.py", "pkg/widget_test.py",
+        "pyproject.toml", "setup.cfg", "sitecustomize.py", "stray.pyc", "test_extra.py", "test_solution.py",
+        "tox.ini", "usercustomize.py"])
+    (ws / "test_solution.py").unlink()
+    (ws / "test_solution.py").write_text(task.tests["test_solution.py"])  # a pristine copy is no change
+    (ws / "helpers.py").write_text("y = 3\n")  # a changed helper is
+    touched = sandbox.tests_touched(ws, task)
+    assert "test_solution.py" not in touched and "helpers.py" in touched
+    assert sandbox.tests_touched(tmp_path / "never-made", task) == []
