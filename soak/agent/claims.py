@@ -42,9 +42,9 @@ lexical rules do better, and every decision they make can be shown as the senten
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-ClaimStatus = Literal["done", "partial", "blocked", "none"]
+from soak.record.schema import ClaimStatus
+
 QUOTE_CHARS = 240
 """The quote is trimmed to this many characters: evidence to click through, not the whole message."""
 
