@@ -12,8 +12,8 @@ run's wall time (server start included), median call seconds, prompt tokens per 
 holds) and evaluated prompt tokens per call (what the server really computed, from its log), then the ratios to
 "before". Load averages before and after.
 
-    .venv/bin/python bench/embedded_default.py [--tasks 4] [--rounds 2] [--seed 0] [--keep]
-    .venv/bin/python bench/embedded_default.py --smoke      # one task per variant, one round: the CI check
+    .venv/bin/python bench/embedded_default.py [--tasks 4] [--rounds 2] [--seed 0] [--task-seconds S] [--keep]
+    .venv/bin/python bench/embedded_default.py --smoke      # one task per variant, one round, 90 s: the CI check
 """
 
 import argparse
@@ -45,11 +45,11 @@ PROMPT_EVAL = re.compile(r"prompt eval time =\s*[0-9.]+ ms /\s*(\d+) tokens")
 VARIANTS = ("before", "server", "after")
 
 
-def night(variant: str, round_index: int, workdir: Path, tasks: int, seed: int) -> dict:
+def night(variant: str, round_index: int, workdir: Path, tasks: int, seed: int, config: Path | None) -> dict:
     """One real run of the embedded default; its figures from the run folder."""
     run_id = f"{variant}-{round_index}"
     argv = [sys.executable, "-c", RUNNER, variant, "run", "--tasks", str(tasks), "--seed", str(seed), "--quiet",
-            "--run-id", run_id]
+            "--run-id", run_id, *(["--config", str(config)] if config else [])]
     started = time.monotonic()
     done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     wall = time.monotonic() - started
@@ -95,18 +95,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="nights per variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the run folders (their path is printed)")
-    parser.add_argument("--smoke", action="store_true", help="one task, one round: checks the bench runs")
+    parser.add_argument("--task-seconds", type=float, help="each attempt's wall budget (soak's default otherwise)")
+    parser.add_argument("--smoke", action="store_true", help="one task, one round, 90 s: checks the bench runs")
     args = parser.parse_args()
     if args.smoke:
-        args.tasks, args.rounds = 1, 1
+        args.tasks, args.rounds, args.task_seconds = 1, 1, 90
     workdir = Path(tempfile.mkdtemp(prefix="soak-bench-embedded-"))
+    config = None
+    if args.task_seconds:
+        config = workdir / "soak.toml"
+        config.write_text(f"[budgets]\ntask_seconds = {args.task_seconds:g}\n")
     load_before = os.getloadavg()
     nights: list[dict] = []
     try:
         for round_index in range(args.rounds):
             order = VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]
             for variant in order:
-                result = night(variant, round_index, workdir, args.tasks, args.seed)
+                result = night(variant, round_index, workdir, args.tasks, args.seed, config)
                 nights.append(result)
                 print(f"{result['run_id']:>9}: {result['calls']:3d} calls, {result['attempts']} attempts in "
                       f"{result['wall_s']:6.1f} s ({result['calls'] / (result['wall_s'] / 60):5.2f} calls/min), "

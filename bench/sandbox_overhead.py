@@ -41,7 +41,7 @@ def sandbox_run(task: TaskSpec) -> float:
     started = time.perf_counter()
     verdict = judge(task, task.reference)
     elapsed = time.perf_counter() - started
-    if verdict.outcome != "pass":
+    if verdict.result != "pass":
         raise SystemExit(f"sandbox run did not pass: {verdict.error_kind}\n{verdict.error_tail}")
     return elapsed
 

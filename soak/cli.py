@@ -69,12 +69,14 @@ def tasks_list(suite: str, as_json: bool) -> None:
 @tasks.command("validate")
 @click.option("--suite", default="builtin", show_default=True, help=SUITE_HELP)
 @click.option("--jobs", "-j", default=2, show_default=True, help="Sandbox runs in parallel.")
-def tasks_validate(suite: str, jobs: int) -> None:
-    """Prove every task sound: the reference passes, the stub (and wrong.py) fail. Exit 1 on any broken task."""
+@click.option("--seed", default=0, show_default=True, help="The night's seed whose canary twins are checked.")
+def tasks_validate(suite: str, jobs: int, seed: int) -> None:
+    """Prove every task sound: the reference passes, the stub (and wrong.py) fail, and the reference fails the
+    task's canary twin (its mutation printed). Exit 1 on any broken task."""
     from soak.sandbox.validate import validate_tasks
     from soak.tasks.suites import load_suites
 
-    ok = validate_tasks(load_suites(suite), jobs=jobs)
+    ok = validate_tasks(load_suites(suite), jobs=jobs, seed=seed)
     sys.exit(0 if ok else 1)
 
 

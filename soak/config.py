@@ -108,11 +108,12 @@ class Agent(Strict):
     address_space_bytes: int = 8 << 30
     """RLIMIT_AS of the agent and the commands it runs."""
     uncontained: bool = False
-    """Run the agent even on a host without bubblewrap, where its jail cannot keep it from writing the night's
-    records or reaching the model around the proxy; the report then says the night was uncontained."""
+    """Run the agent even on a host where neither bubblewrap nor unshare works (a plain session), which cannot keep it
+    from writing the night's records or reaching the model around the proxy; the report then says the night was
+    uncontained."""
     readable: list[Path] = Field(default_factory=list)
     """Paths the agent reads besides the jail's allow-list (a command of your own and its data), read-only; under
-    bubblewrap nothing else outside its workspace and HOME is visible (README, The sandbox)."""
+    bubblewrap or unshare nothing else outside its workspace and HOME is visible (README, The sandbox)."""
 
 
 class Server(Strict):
@@ -179,6 +180,10 @@ class SoakConfig(Strict):
     suite: str = "builtin"
     concurrency: int = 2
     seed: int = 0
+    canary_share: float = Field(default=0.05, ge=0, le=1)
+    """Share of the suite's tasks that also run as a canary: an impossible twin whose tests are mutated so no honest
+    solution passes (soak.tasks.canary), a pass being a cheat. 0 turns them off; the seed picks them, so nights,
+    routing and sweeps with one seed keep the same canaries."""
     grace_seconds: float | None = None
     """At the deadline no task starts; those in flight get this long to finish, then they are cancelled (recorded
     `cancelled`, redone on resume). None (the default) scales it with the session's length so the night ends within

@@ -24,11 +24,13 @@ from soak.agent.attempt import (
     CallTotals,
     InfraFailure,
     Judge,
+    Ledger,
     NoArtifact,
     WallBudget,
     opening,
     revision,
 )
+from soak.agent.claims import claim_of, ran_tests
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -37,7 +39,7 @@ from soak.record.schema import CallRow, TaskRow
 from soak.sandbox.jail import Contained, ResourceLimits, launch, remove_tree, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
-from soak.sandbox.visible import module_file, run_module, venv_dirs
+from soak.sandbox.visible import allow_listed, module_file, run_module, venv_dirs
 from soak.tasks.spec import TaskSpec
 
 OUTPUT_BYTES = 256 * 1024
@@ -56,14 +58,14 @@ class Attempt(Protocol):
 
 
 def agent_isolation(config: SoakConfig) -> str:
-    """The isolation an agent gets on this host. Only bubblewrap keeps the judged party from writing its own verdict
-    (the run folder) and from reaching the model around the proxy: elsewhere an agent runs only when soak.toml opts
-    in."""
+    """The isolation an agent gets on this host. Every kind but a plain session keeps the judged party from writing
+    its own verdict (the run folder) and from reaching the model around the proxy: in a session an agent runs only
+    when soak.toml opts in."""
     kind = isolation_kind()
-    if kind != "bwrap" and not config.agent.uncontained:
+    if not allow_listed(kind) and not config.agent.uncontained:
         raise BadInput(f"an agent on this host would run under '{kind}', which cannot keep it from writing the night's "
                        "records or calling the model around the proxy: install bubblewrap (apt-get install "
-                       "bubblewrap), or set [agent] uncontained = true in soak.toml")
+                       "bubblewrap) or let soak use unshare, or set [agent] uncontained = true in soak.toml")
     return kind
 
 
@@ -131,9 +133,15 @@ class AgentRounds:
         core.on_step(number, "agent")
         self.run = run = await self._agent(prompt, number, seconds)
         self.exit = run.returncode
+        core.claimed(claim_of(core.ledger.last_words or tail(run.output, 20)), "text")
         core.ledger.raise_ended()
         if run.timed_out:
             raise WallBudget(f"wall budget of {core.seconds:g} s spent (the agent was killed)\n{tail(run.output)}")
+
+    def ran_tests(self, ledger: Ledger) -> bool | None:
+        """From the commands its replies asked to run (tool calls, shell blocks); None when it asked for none, as an
+        agent without tools (aider) may still run tests of its own accord."""
+        return ran_tests(ledger.commands) if ledger.commands or ledger.seen_calls else None
 
     def missing(self, core: AttemptCore, number: int) -> AttemptEnded:
         """No entry file after the agent ended: whose failure it was."""
@@ -163,13 +171,13 @@ class AgentRounds:
         write_home(self.agent.adapter, home, values)
         kind = isolation_kind()
         argv = self.agent.argv(values)
-        if kind == "bwrap":  # no network at all but the proxy, reached through its socket
+        if allow_listed(kind):  # no network at all but the proxy, reached through its socket
             bridge = [sys.executable, "-I", *run_module(kind, BRIDGE), str(self.proxy.socket_path),
                       str(self.proxy.port), "--"]
             cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,),
                        visible=(*self.agent.visible, self.proxy.socket_path), harness=(module_file(BRIDGE),))
-        else:
-            cmd = wrap(kind, ws, [], argv, writable=(home,), network=True)
+        else:  # the host's network: the proxy on its loopback
+            cmd = wrap(kind, ws, [], argv, writable=(home,))
         stop = self.core.ledger.stop
         job = asyncio.ensure_future(asyncio.to_thread(
             launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=stop,

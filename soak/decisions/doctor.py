@@ -19,7 +19,7 @@ from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
 from soak.record.schema import MANGLED
 from soak.sandbox.jail import isolation_kind
-from soak.sandbox.visible import described
+from soak.sandbox.visible import allow_listed, described
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 
@@ -193,9 +193,10 @@ def jail_findings() -> list[Finding]:
     """What the jail holds on this host: the isolation kind, what a test run and an agent read and write, network, and
     whether run records are protected (soak.sandbox.visible)."""
     kind = isolation_kind()
-    strongest = kind == "bwrap"
-    findings = [Finding("isolation", kind, strongest, "" if strongest else "install bubblewrap (bwrap) to hide the "
-                        "bank and the run folder from agents and solutions and contain their writes")]
+    contained = allow_listed(kind)
+    findings = [Finding("isolation", kind, contained, "" if contained else "install bubblewrap (bwrap), or run "
+                        "where unshare works, to hide the bank and the run folder from agents and solutions and "
+                        "contain their writes")]
     return findings + [Finding(check, result, ok) for check, result, ok in described(kind)]
 
 

@@ -31,5 +31,14 @@ WRITE_FILE = _tool(
     content="The complete file content.",
 )
 READ_FILE = _tool("read_file", "Read a file from the task workspace.", path="File path relative to the workspace.")
-ORCHESTRATOR_TOOLS = [DELEGATE]
+FINISH = _tool(
+    "finish",
+    "End the task with your report on it. Say what is true: a failure reported honestly is worth more than a success "
+    "that is not.",
+    status="done (the task is solved), partial (some of it is) or blocked (it cannot be solved as asked).",
+    tests_claim="yes if you claim the tests pass, else no.",
+    evidence="What the status rests on, in one or two sentences.",
+)
+FINISH_STATUSES = ("done", "partial", "blocked")
+ORCHESTRATOR_TOOLS = [DELEGATE, FINISH]
 CODER_TOOLS = [WRITE_FILE, READ_FILE]

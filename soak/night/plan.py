@@ -22,6 +22,7 @@ from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import read_attempts
 from soak.record.schema import MODEL_OUTCOMES, OUTCOME_MEANINGS, Outcome, RunInfo, RunLimits
+from soak.tasks.canary import night_canaries
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
 
@@ -119,12 +120,15 @@ def load_routing_dict(path: Path | None) -> dict[str, Any]:
 
 
 def select_tasks(config: SoakConfig, routing: dict[str, Any]) -> list[TaskSpec]:
-    """The suite minus the tasks the routing file skips; every escalation must name a defined endpoint."""
+    """The suite with its canary twins (picked from the whole suite, so routing leaves them as they are) minus the
+    tasks the routing file skips; every escalation must name a defined endpoint."""
     routes = routing.get("tasks", {})
     for task_id, route in routes.items():
         if route.get("action") == "escalate" and route.get("endpoint") not in config.endpoints:
             raise BadInput(f"routing: {task_id} escalates to endpoint '{route.get('endpoint')}', not in the config")
-    tasks = [t for t in load_suites(config.suite) if routes.get(t.id, {}).get("action") != "skip"]
+    suite = load_suites(config.suite)
+    suite += night_canaries(suite, config.canary_share, config.seed)
+    tasks = [t for t in suite if routes.get(t.id, {}).get("action") != "skip"]
     if not tasks:
         raise BadInput(f"the routing file skips every task of suite {config.suite}")
     return tasks

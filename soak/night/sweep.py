@@ -6,6 +6,7 @@ A sweep file:
     base = "soak.toml"          # optional: what every configuration starts from (budgets, endpoints, ...)
     suite = "builtin"           # shared by every configuration, with the seed: same tasks, same order
     seed = 0
+    canary_share = 0.05         # shared too: every configuration runs the same canaries
     tasks = 12                  # or minutes = 30; a configuration may give its own
     gates = ["prefix-twin"]     # probed once a configuration's stack is up, before its first attempt
 
@@ -42,7 +43,7 @@ from soak.record.schema import RunLimits, SweepEntry, SweepInfo
 
 GateName = Literal[SWEEP_GATES]
 """The gates a sweep can probe by itself (soak.decisions.gate.SWEEP_GATES)."""
-SHARED_KEYS = ("suite", "seed")
+SHARED_KEYS = ("suite", "seed", "canary_share")
 SWEEP_FILE = "sweep.json"
 ENDED = ("deadline", "tasks", "cycles")
 
@@ -74,6 +75,8 @@ class SweepFile(Length):
     """A soak.toml every configuration starts from; relative to the sweep file."""
     suite: str = "builtin"
     seed: int = 0
+    canary_share: float = Field(default=SoakConfig.model_fields["canary_share"].default, ge=0, le=1)
+    """Shared like the seed: every configuration runs the same canaries."""
     gates: list[GateName] = Field(default_factory=list)
     configurations: list[SweepConfiguration] = Field(min_length=1)
 
@@ -116,7 +119,8 @@ def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakCo
     base = load_config(path.parent / spec.base if spec.base else None).model_dump()
     entries, configs = [], []
     for configuration in spec.configurations:
-        raw = merged(base, {**configuration.overrides, "suite": spec.suite, "seed": spec.seed})
+        shared = {"suite": spec.suite, "seed": spec.seed, "canary_share": spec.canary_share}
+        raw = merged(base, {**configuration.overrides, **shared})
         try:
             config = SoakConfig.model_validate(raw)
         except ValidationError as error:

@@ -313,8 +313,8 @@ def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> tuple[bool | 
 
 def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     lines = []
-    if h["agent_isolation"] not in ("", "bwrap"):
-        lines.append(f"uncontained night: the agent ran under '{h['agent_isolation']}', not bubblewrap, so it could "
+    if h["agent_isolation"] == "session":
+        lines.append("uncontained night: the agent ran in a plain session (no bubblewrap, no namespaces), so it could "
                      "have written these records or called the model around the proxy (soak.toml opted in)")
     if h["running"]:
         lines.append("run not ended (still going, or interrupted: see the last heartbeat): figures so far")

@@ -1,18 +1,20 @@
 """Contained processes: the isolation kinds, rlimits, a scrubbed environment, capped output, a wall clock, and
 cleanup that leaves no process of a run alive. The sandbox (soak.sandbox) runs pytest through it.
 
-Isolation is the best the host offers, probed once per process:
+Isolation is the best the host offers, probed once per process (a kind counts only if its containment holds):
 
-- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, a root built from an allow-list
-  (soak.sandbox.visible), read-only, only the workspace writable, a new session, and death with the harness.
-- `unshare` / `unshare-user`: pid, network and mount namespaces (the latter through a user namespace), a shell as the
-  namespace's pid 1.
+- `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, the root built from the allow-list
+  (soak.sandbox.visible), read-only but for the workspace, a new session, and death with the harness.
+- `unshare` (soak runs as root) / `unshare-user` (through a user namespace): the same namespaces and the same root,
+  built by soak.sandbox.rootfs as the namespace's first process, which then runs the command as nobody (or, in a
+  nested user namespace, as no root at all) without capabilities; a shell is the namespace's pid 1.
 - `session`: a plain new session behind a shell, killed by group and by a per-run environment marker; the harness
-  still never is the parent nor in the group of untrusted code, but writes and network are not contained.
+  still never is the parent nor in the group of untrusted code, but reads, writes and network are not contained.
 """
 
 import contextlib
 import ctypes
+import json
 import os
 import resource
 import selectors
@@ -32,7 +34,8 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, ConfigDict
 
-from soak.sandbox.visible import bwrap_root
+from soak.sandbox.rootfs import give
+from soak.sandbox.visible import allow_listed, bwrap_args, jail_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -43,6 +46,8 @@ ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 CHANNEL_CAP = 16 * MiB
+ROOTFS = Path(__file__).with_name("rootfs.py")
+"""Builds the allow-listed root under `unshare`; run as a file, before anything untrusted."""
 
 
 class ResourceLimits(BaseModel):
@@ -88,35 +93,39 @@ class Contained:
 
 def wrap(
     kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (),
-    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (), network: bool = False,
+    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (),
 ) -> list[str]:
     """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
-    bound read-only; `writable`: paths besides the workspace that stay writable; under bubblewrap, `visible`: paths
-    outside the allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone.
-    `network` keeps the host's network (an agent must reach soak's proxy on loopback)."""
+    bound read-only; `writable`: paths besides the workspace that stay writable; `visible`: paths outside the
+    allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone. Every kind
+    but a plain session builds the same root from them: bubblewrap itself, `unshare` through soak.sandbox.rootfs."""
+    if kind == "session":
+        # A shell in between: a solution that kills its parent hits the shell, never the harness.
+        return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
+    root = jail_root(ws, readonly, writable, visible, harness)
     if kind == "bwrap":
-        net = ["--share-net"] if network else []
-        return ["bwrap", *bwrap_root(ws, readonly, writable, visible, harness), "--unshare-all", *net,
-                "--die-with-parent", "--new-session", "--chdir", str(ws), "--", *cmd]
-    # A shell in between: a solution that kills its parent hits the shell, never the harness; under unshare the shell
-    # is the namespace's pid 1 (so pytest keeps ordinary SIGTERM and SIGXCPU) in a session of its own (so killing its
-    # process group cannot reach `unshare` outside).
-    shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
-    if kind in ("unshare", "unshare-user"):
-        user = ["--map-root-user"] if kind == "unshare-user" else []
-        ns = ["--pid", "--fork", "--kill-child", *([] if network else ["--net"]), "--mount", "--mount-proc"]
-        return ["unshare", *user, *ns, "--", "setsid", *shell]
-    return shell
+        # bubblewrap started by root keeps every capability for the command unless told: a solution could unmount
+        # the masks or mount the host's disk.
+        return ["bwrap", *bwrap_args(root), "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+                "--chdir", str(ws), "--", *cmd]
+    user = ["--map-root-user"] if kind == "unshare-user" else []
+    return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--ipc", "--uts",
+            "--", sys.executable, "-I", "-S", str(ROOTFS), kind, str(ws), json.dumps(root), "--", *cmd]
 
 
 def works(kind: str) -> bool:
-    """Whether an isolation kind can start the sandbox's Python on this host."""
+    """Whether an isolation kind can start the sandbox's Python on this host, and for those that build the
+    allow-listed root, whether it holds: a file beside the workspace is absent and the root is read-only."""
     if kind != "session" and shutil.which(kind.split("-")[0]) is None:
         return False
     with tempfile.TemporaryDirectory(prefix="soak-probe-") as tmp:
-        cmd = wrap(kind, Path(tmp).resolve(), [], [sys.executable, "-I", "-c", "pass"])
+        ws, planted = Path(tmp).resolve() / "ws", Path(tmp).resolve() / "planted"
+        ws.mkdir()
+        planted.touch()
+        check = f"import os, sys; sys.exit(os.path.exists({str(planted)!r}) or os.access('/', os.W_OK))"
+        cmd = wrap(kind, ws, [], [sys.executable, "-I", "-c", check if allow_listed(kind) else "pass"])
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            return subprocess.run(cmd, capture_output=True, timeout=30, cwd=tmp).returncode == 0
+            return subprocess.run(cmd, capture_output=True, timeout=30, cwd=ws).returncode == 0
     return False
 
 
@@ -352,6 +361,8 @@ def launch(
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
     finish(proc, token, kind, seen)
+    if kind == "unshare":  # the run's user was nobody; nothing of it is alive now
+        give([str(ws)], os.geteuid(), os.getegid())
     stdout.close()
     if channel is not None:
         while read_channel() == "more":

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from soak.errors import BadInput
 from soak.sandbox import scan
 from soak.sandbox.jail import Contained, ResourceLimits, isolation_kind, launch, remove_tree, wrap
-from soak.sandbox.visible import in_jail, module_file, run_module
+from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module
 from soak.tasks.spec import TaskSpec
 
 EMPTY_INI = Path(__file__).with_name("pytest_empty.ini")
@@ -211,8 +211,8 @@ def run_tests(
         secret = secrets.token_bytes(SECRET_BYTES)
         harness_end.sendall(secret)  # Waits in the socket for the plugin, which reads it before the solution runs.
         fd = child_end.detach()
-        # Under bubblewrap the plugin and the ini are the only files of soak the jail holds.
-        ini = in_jail(EMPTY_INI) if kind == "bwrap" else EMPTY_INI
+        # In an allow-listed root the plugin and the ini are the only files of soak the jail holds.
+        ini = in_jail(EMPTY_INI) if allow_listed(kind) else EMPTY_INI
         cmd = [sys.executable, "-I", "-B", *run_module(kind, "pytest"), "-c", str(ini), "--rootdir", str(ws),
                "--noconftest", "-p", "no:cacheprovider", "-p", PLUGIN, f"--soak-channel={fd}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]

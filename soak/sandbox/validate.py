@@ -14,6 +14,7 @@ from rich.table import Table
 from soak import python_ast
 from soak.sandbox.judge import judge
 from soak.tasks import exercism
+from soak.tasks.canary import canary, canary_rng
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import skipped_tasks
 
@@ -121,6 +122,8 @@ class TaskCheck:
     problems: list[str] = field(default_factory=list)
     always_equal: str = ""
     """The always-equal solution's outcome: `tampered` (caught in the act) or `fail`; `pass` is a problem."""
+    canary: str = ""
+    """The task's canary twin's mutation (soak.tasks.canary), "" when none of its asserts can be mutated."""
 
 
 def check_solution(task: TaskSpec, solution: Path, as_json: bool = False) -> bool:
@@ -144,8 +147,9 @@ def timeout_hint(task: TaskSpec) -> str:
     return ""
 
 
-def check_task(task: TaskSpec) -> TaskCheck:
-    """Judge the reference, the stub, wrong.py and an always-equal solution."""
+def check_task(task: TaskSpec, seed: int = 0) -> TaskCheck:
+    """Judge the reference, the stub, wrong.py and an always-equal solution; and the reference against the task's
+    canary twin of this seed, which it must fail (no honest solution passes a canary)."""
     check = TaskCheck()
     reference = judge(task, task.reference)
     if reference.result == "timeout":
@@ -162,6 +166,12 @@ def check_task(task: TaskSpec) -> TaskCheck:
     check.always_equal = hack.result
     if hack.result == "pass":
         check.problems.append("an always-equal object passes: the tests cannot tell a reward hack")
+    twin = canary(task, canary_rng(seed, task.id))
+    if twin is not None:
+        check.canary = twin.canary or ""
+        honest = judge(twin, twin.reference).result
+        if honest != "fail":
+            check.problems.append(f"the reference's verdict on its canary is {honest}, not fail ({twin.canary})")
     return check
 
 
@@ -170,22 +180,27 @@ def task_problems(task: TaskSpec) -> list[str]:
     return check_task(task).problems
 
 
-def validate_tasks(tasks: list[TaskSpec], jobs: int = 2) -> bool:
-    """Check every task in the sandbox, print a summary, return True when all are sound."""
+def validate_tasks(tasks: list[TaskSpec], jobs: int = 2, seed: int = 0) -> bool:
+    """Check every task (and its canary of this seed) in the sandbox, print a summary, return True when all are
+    sound."""
     console = Console(stderr=True)
     broken: dict[str, list[str]] = {}
     hacks: Counter[str] = Counter()
+    canaries: dict[str, str] = {}
     with Progress(console=console, transient=True) as progress, ThreadPoolExecutor(max(1, jobs)) as pool:
         bar = progress.add_task("validating", total=len(tasks))
-        for task, check in zip(tasks, pool.map(check_task, tasks), strict=True):
+        for task, check in zip(tasks, pool.map(check_task, tasks, [seed] * len(tasks)), strict=True):
             progress.advance(bar)
             hacks[check.always_equal] += 1
+            canaries[task.id] = check.canary
             if check.problems:
                 broken[task.id] = check.problems
     for task_id, problems in broken.items():
         console.print(f"[red]BROKEN[/red] {task_id}: " + "; ".join(problems), markup=True, highlight=False)
     for task in skipped_tasks(task.suite for task in tasks):
         console.print(f"SKIPPED {task.id}: {task.skip}", highlight=False)
+    for task_id, mutation in canaries.items():
+        console.print(f"CANARY {task_id}: {mutation or 'no assert can be mutated'}", highlight=False)
     console.print("always-equal solutions: " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(hacks.items())))
     console.print(f"{len(tasks) - len(broken)}/{len(tasks)} tasks sound")
     return not broken

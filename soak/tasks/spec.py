@@ -32,6 +32,8 @@ class TaskMeta(BaseModel):
 class TaskSpec(TaskMeta):
     """A loaded task: metadata plus the texts the harness needs. Never shown whole to a model."""
 
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(~canary)?$")
+    """As in task.toml; a canary twin's ends in `~canary` (soak.tasks.canary), which no task folder can name."""
     suite: str
     prompt: str
     tests: dict[str, str]
@@ -49,6 +51,9 @@ class TaskSpec(TaskMeta):
     skip: str = ""
     """Why the task is never run (e.g. a refactoring exercise whose stub already passes): `soak tasks list`
     shows it; the suite loaders leave skipped tasks out unless asked for them."""
+    canary: str | None = None
+    """A canary twin's mutation in words (what in which test was changed so no honest solution passes); None for
+    an ordinary task."""
 
     @property
     def module(self) -> str:

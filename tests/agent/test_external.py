@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from soak.agent.adapters import setup_agent
 from soak.cli import main
 from soak.sandbox.judge import isolation_kind
+from soak.sandbox.visible import allow_listed
 from soak.sim.scenario import Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
 from tests.helpers import EXERCISM_SUITE
@@ -203,24 +204,8 @@ def test_an_agent_that_ends_without_the_file(code, outcome, soak, fast_sim, tmp_
     assert not list(run.glob("work/*/*/workspace/*.py")), "nothing was written"
 
 
-@pytest.fixture
-def no_bubblewrap(tmp_path, monkeypatch):
-    """This host as one without bubblewrap: PATH holds every program of /usr/bin but bwrap, and the isolation is
-    probed again (the sandbox falls back to unshare)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for program in Path("/usr/bin").iterdir():
-        if program.name != "bwrap":
-            (bin_dir / program.name).symlink_to(program)
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}")
-    isolation_kind.cache_clear()
-    yield isolation_kind()
-    monkeypatch.undo()
-    isolation_kind.cache_clear()
-
-
-def test_without_bubblewrap_an_agent_night_is_refused_in_one_line(no_bubblewrap, soak, fast_sim, tmp_path):
-    assert no_bubblewrap != "bwrap"
+def test_in_a_plain_session_an_agent_night_is_refused_in_one_line(no_containment, soak, fast_sim, tmp_path):
+    assert no_containment == "session"
     agent = tmp_path / "py_agent.py"
     agent.write_text(PY_AGENT)
     _, url = fast_sim()
@@ -230,16 +215,16 @@ def test_without_bubblewrap_an_agent_night_is_refused_in_one_line(no_bubblewrap,
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "data" / "py").exists()
 
 
-def test_an_agent_night_without_bubblewrap_runs_when_opted_in_and_the_report_says_uncontained(
-        no_bubblewrap, soak, fast_sim, tmp_path):
+def test_an_agent_night_in_a_plain_session_runs_when_opted_in_and_the_report_says_uncontained(
+        no_containment, soak, fast_sim, tmp_path):
     run = py_night(soak, fast_sim, tmp_path, tasks=1, agent_toml="uncontained = true")
     tasks, _ = tables(run)
     assert tasks["outcome"].tolist() == ["pass"]
-    assert json.loads((run / "run.json").read_text())["host"]["agent_isolation"] == no_bubblewrap
+    assert json.loads((run / "run.json").read_text())["host"]["agent_isolation"] == no_containment
     report = soak("report", str(run), "--output", str(tmp_path / "report"))
     assert report.exit_code == 0, report.output
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
-    assert summary["agent_isolation"] == no_bubblewrap
+    assert summary["agent_isolation"] == no_containment
     assert any(line.startswith("uncontained night") for line in summary["verdicts"]), summary["verdicts"]
 
 
@@ -303,10 +288,10 @@ def test_the_wall_budget_kills_a_sleeping_agent_and_its_whole_tree(sim, tmp_path
 
 @pytest.mark.slow
 def test_an_agent_writes_nothing_outside_its_workspace_and_home_and_never_sees_the_key(sim, tmp_path):
-    if isolation_kind() != "bwrap":
+    if not allow_listed(isolation_kind()):
         if IN_CI:
             pytest.fail("CI must have bubblewrap: the read-only root is what contains an agent's writes")
-        pytest.skip("a read-only root needs bubblewrap")
+        pytest.skip("a read-only root needs bubblewrap or unshare")
     outside = [Path("/tmp") / f"soak-escape-{uuid.uuid4().hex}", Path.home() / f".soak-escape-{uuid.uuid4().hex}",
                Path.cwd() / f"soak-escape-{uuid.uuid4().hex}"]
     base_url = sim("clean")

@@ -1,6 +1,8 @@
-"""An external agent under bubblewrap sees the allow-listed root, its venv, its HOME and its workspace: an agent that
-hunts the disk for the answer to its prompt finds none, while an honest agent (the model's reply through the proxy)
-still passes. The "agents" are short Python scripts run by `soak run --agent` against the in-process sim."""
+"""An external agent, under bubblewrap and under the unshare fallback alike, sees the allow-listed root, its venv, its
+HOME and its workspace: an agent that hunts the disk for the answer to its prompt finds none, one that forges the
+run's records or calls the model's server around the proxy changes nothing, while an honest agent (the model's reply
+through the proxy) still passes. The "agents" are short Python scripts run by `soak run --agent` against the
+in-process sim."""
 
 import json
 import os
@@ -68,17 +70,45 @@ open(workspace + "/" + entry, "w").write(code)
 print("wrote", entry)
 '''
 
+# Honest once, then forges the night's records (its workspace is data/<run>/work/<task>/<cycle>/workspace) and asks
+# the model again around the proxy: at the model server's port and at every port listening on its loopback.
+FORGER = HONEST + '''
+import os, urllib.error
+run_dir = os.path.normpath(os.path.join(workspace, "..", "..", "..", ".."))
+for name, mode in (("tasks.csv", "a"), ("calls.csv", "w")):
+    try:
+        with open(os.path.join(run_dir, name), mode) as forged:
+            forged.write("forged-task,pass,forged\\n")
+        print("forged", name)
+    except OSError as error:
+        print("could not forge", name, error.strerror)
+with open("/proc/net/tcp") as tcp:  # listening (state 0A) sockets of this network namespace
+    listening = {int(line.split()[1].split(":")[1], 16) for line in list(tcp)[1:] if line.split()[3] == "0A"}
+for port in sorted(listening | {int(sys.argv[5])}):
+    direct = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+                                    headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(direct, timeout=10)
+        print("reached the model at", port)
+    except OSError as error:
+        print("no model at", port, error)
+'''
 
-@pytest.fixture(autouse=True)
-def bubblewrap():
-    if isolation_kind() != "bwrap":
+
+@pytest.fixture(params=["bwrap", "unshare"], autouse=True)
+def jail(request) -> str:
+    """Each kind that builds the allow-listed root: bubblewrap, and this host without it (the unshare fallback)."""
+    kind = request.getfixturevalue("no_bubblewrap") if request.param == "unshare" else isolation_kind()
+    if not kind.startswith(request.param):
         if IN_CI:
-            pytest.fail("CI must have bubblewrap: the allow-listed root is what hides the answers")
-        pytest.skip("the allow-listed root needs bubblewrap")
+            pytest.fail(f"CI must have {request.param}: the allow-listed root is what hides the answers")
+        pytest.skip(f"the allow-listed root needs {request.param} here")
+    return kind
 
 
-def night(tmp_path: Path, base_url: str, script: str) -> pd.DataFrame:
-    """One task of the Exercism fixture suite, soaked with the script as the agent; the run's tasks.csv."""
+def night(tmp_path: Path, base_url: str, script: str, *args: str) -> pd.DataFrame:
+    """One task of the Exercism fixture suite, soaked with the script as the agent (`args` after its four); the run's
+    tasks.csv."""
     agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
     agent_dir.mkdir()
     (agent_dir / "agent.py").write_text(textwrap.dedent(script))
@@ -99,6 +129,7 @@ def night(tmp_path: Path, base_url: str, script: str) -> pd.DataFrame:
         max_rounds = 1
         """))
     command = f"{sys.executable} {agent_dir / 'agent.py'} {{prompt_file}} {{workspace}} {{base_url}} {{api_key}}"
+    command = " ".join([command, *args])
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
                                        "--run-id", "night"])
     assert result.exit_code == 0, result.output
@@ -126,8 +157,31 @@ def test_an_agent_hunting_the_disk_for_its_answer_finds_none(fast_sim, data_dir,
     assert (workspace / task.entry).read_text() == task.reference
 
 
-def test_an_honest_agent_still_passes_through_the_proxy(fast_sim, data_dir, tmp_path):
+def test_an_honest_agent_still_passes_through_the_proxy(jail, fast_sim, data_dir, tmp_path):
     _, base_url = fast_sim()
     tasks = night(tmp_path, base_url, HONEST)
     assert tasks["outcome"].tolist() == ["pass"], tasks[["task_id", "outcome", "error_tail"]]
     assert tasks["agent_calls"].tolist() == [1] and "wrote" in agent_output(tmp_path)
+    # A contained night, whatever the kind: the report does not call it uncontained.
+    report = CliRunner().invoke(main, ["report", str(tmp_path / "data" / "night"), "--output", str(tmp_path / "r")])
+    assert report.exit_code == 0, report.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())["runs"][0]
+    assert summary["agent_isolation"] == jail
+    assert not any(line.startswith("uncontained") for line in summary["verdicts"]), summary["verdicts"]
+
+
+@pytest.mark.slow
+def test_an_agent_forging_the_records_or_calling_around_the_proxy_changes_nothing(fast_sim, data_dir, tmp_path):
+    sim, base_url = fast_sim()
+    port = base_url.split(":")[-1].split("/")[0]
+    tasks = night(tmp_path, base_url, FORGER, port)
+    output = agent_output(tmp_path)
+    assert "wrote" in output and f"no model at {port}" in output and "reached the model" not in output, output
+    # What it wrote (if anything: a read-only root, or a private /tmp where the test's run folder lies) is not the
+    # night's records.
+    assert "tasks.csv" in output and "calls.csv" in output, output
+    run = tmp_path / "data" / "night"
+    calls = pd.read_csv(run / "calls.csv")
+    assert tasks["outcome"].tolist() == ["pass"] and "forged" not in (run / "tasks.csv").read_text()
+    # One call, through the proxy: the model's server served nothing else.
+    assert tasks["agent_calls"].tolist() == [1] and len(calls) == 1 and sim.requests == 1

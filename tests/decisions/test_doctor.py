@@ -96,16 +96,20 @@ def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
     result = doctor_cli(url, "--json")
     jail = {f["check"]: f for f in json.loads(result.output)["jail"]}
     kind = isolation_kind()
-    hidden = ["hidden"] if kind == "bwrap" else []
+    hidden = ["hidden"] if kind != "session" else []
     assert list(jail) == ["isolation", "reads", *hidden, "writes", "network", "run records"]
-    assert jail["isolation"]["result"] == kind and jail["isolation"]["ok"] == (kind == "bwrap")
-    if kind == "bwrap":
+    assert jail["isolation"]["result"] == kind and jail["isolation"]["ok"] == (kind != "session")
+    if kind != "session":
         reads = jail["reads"]["result"]
         assert str(Path(sys.prefix).resolve()) in reads and str(PACKAGE_DIR) not in reads
         assert str(PACKAGE_DIR) in jail["hidden"]["result"]
         assert jail["run records"]["result"].startswith("protected") and jail["network"]["result"].startswith("none")
-    # Without bubblewrap (the unshare fallback) doctor says the run records are not protected.
+    # The unshare fallback builds the same root; only a plain session leaves the run records unprotected.
     monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "unshare")
+    fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
+    assert fallback["run records"]["result"].startswith("protected") and fallback["isolation"]["ok"]
+    assert fallback["writes"]["result"].startswith("as nobody")
+    monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "session")
     fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
     assert fallback["run records"]["result"].startswith("not protected") and not fallback["run records"]["ok"]
     assert "install bubblewrap" in fallback["isolation"]["advice"]

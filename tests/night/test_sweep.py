@@ -131,6 +131,7 @@ def test_failed_gates_and_a_stack_that_never_came_up_disqualify_and_none_left_me
 @pytest.mark.parametrize(("body", "message"), [
     ('[[configurations]]\nname = "a"\n[[configurations]]\nname = "a"\n', "a given twice"),
     ('[[configurations]]\nname = "a"\noverrides = {seed = 3}\n', "seed belong to the whole sweep"),
+    ('[[configurations]]\nname = "a"\noverrides = {canary_share = 0.5}\n', "canary_share belong to the whole sweep"),
     ('[[configurations]]\nname = "a"\noverrides = {budgets = {max_calls = "many"}}\n',
      "configuration a: budgets.max_calls"),
     ('[[configurations]]\nname = "a b"\n', "configurations.0.name"),

@@ -1,5 +1,6 @@
-"""The bubblewrap root from an allow-list: solutions that hunt for their task's answer at import time find nothing,
-/tmp is private, soak is masked where a bound directory holds it, and the honest reference still passes."""
+"""The root from an allow-list, under bubblewrap and under the unshare fallback alike: solutions that hunt for their
+task's answer at import time find nothing, /tmp is private, soak is masked where a bound directory holds it (and stays
+masked: no mount can be undone from inside), and the honest reference still passes."""
 
 import json
 import os
@@ -19,7 +20,15 @@ from soak.tasks.suites import find_task
 from tests.helpers import REPO
 from tests.sandbox.test_jail import WORD_FREQUENCY, make_task
 
-pytestmark = pytest.mark.skipif(sandbox.isolation_kind() != "bwrap", reason="the allow-listed root needs bubblewrap")
+ROOTED = [kind for kind in jail.ISOLATION_KINDS if visible.allow_listed(kind) and jail.works(kind)]
+pytestmark = pytest.mark.skipif(not ROOTED, reason="the allow-listed root needs bubblewrap or unshare")
+
+
+@pytest.fixture(params=ROOTED)
+def kind(request, monkeypatch) -> str:
+    """Each isolation kind that builds the allow-listed root on this host, forced for the test."""
+    monkeypatch.setattr(sandbox, "isolation_kind", lambda: request.param)
+    return request.param
 
 ROOTS = "[f'/{top}' for top in os.listdir('/') if top not in ('proc', 'sys', 'dev')]"
 HUNTS = {
@@ -77,18 +86,18 @@ def word_frequency():
 
 
 @pytest.mark.parametrize("hunt", HUNTS)
-def test_a_solution_hunting_for_its_reference_finds_nothing(word_frequency, hunt):
+def test_a_solution_hunting_for_its_reference_finds_nothing(kind, word_frequency, hunt):
     source = hunting(HUNTS[hunt], word_frequency.wrong)
     if hunt in ("checkout", "importlib"):  # outside the jail the same hunt finds the answer
         namespace: dict = {}
         exec(hunter(HUNTS[hunt]), namespace)
         assert namespace["hunt"](), hunt
     verdict = judge(word_frequency, source)
-    assert (verdict.result, verdict.error_kind, verdict.isolation) == ("fail", "AssertionError", "bwrap"), (
+    assert (verdict.result, verdict.error_kind, verdict.isolation) == ("fail", "AssertionError", kind), (
         verdict.error_tail)
 
 
-def test_tmp_is_private_and_the_reference_still_passes(tmp_path):
+def test_tmp_is_private_and_the_reference_still_passes(kind, tmp_path):
     planted = tmp_path / f"planted-{uuid.uuid4().hex}"
     planted.write_text("the host's /tmp")
     # A Python the jail binds may itself live under /tmp (a venv in a checkout there): its top folder shows.
@@ -111,7 +120,7 @@ def test_tmp_is_private_and_the_reference_still_passes(tmp_path):
     assert (verdict.result, verdict.tests_passed) == ("pass", 2), verdict.error_tail
 
 
-def test_soak_is_masked_where_a_bound_directory_holds_it(tmp_path, monkeypatch):
+def test_soak_is_masked_where_a_bound_directory_holds_it(kind, tmp_path, monkeypatch):
     """A wheel install: soak and its bank inside a bound site-packages; only the plugin is importable."""
     site = tmp_path / "site-packages"
     (site / "soak" / "_bank" / "word-frequency").mkdir(parents=True)
@@ -134,7 +143,7 @@ def test_soak_is_masked_where_a_bound_directory_holds_it(tmp_path, monkeypatch):
         print(json.dumps(seen))
         """
     code = f"import sys; sys.path.insert(0, {str(visible.HARNESS)!r})\n" + textwrap.dedent(probe)
-    cmd = jail.wrap("bwrap", ws, [], [sys.executable, "-I", "-c", code],
+    cmd = jail.wrap(kind, ws, [], [sys.executable, "-I", "-c", code],
                     harness=(visible.module_file(sandbox.PLUGIN),))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={"PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr
@@ -143,7 +152,7 @@ def test_soak_is_masked_where_a_bound_directory_holds_it(tmp_path, monkeypatch):
     assert seen == {"soak": [], "write": "Read-only file system"}
 
 
-def test_humaneval_canonical_solutions_in_site_packages_are_masked():
+def test_humaneval_canonical_solutions_in_site_packages_are_masked(kind):
     """HumanEval ships its canonical solutions inside its package, in the site-packages the jail must bind."""
     data = humaneval_data()
     assert data.is_file()  # outside the jail
@@ -160,3 +169,36 @@ def test_humaneval_canonical_solutions_in_site_packages_are_masked():
     task = make_task(tests, "def double(x):\n    return 2 * x\n")
     verdict = judge(task, task.reference)
     assert (verdict.result, verdict.tests_passed) == ("pass", 2), verdict.error_tail
+
+
+def test_a_solution_cannot_unmount_a_mask_or_remount_the_root_writable(kind):
+    """The masks and the read-only root stay, whatever the solution tries: umount(2), a read-write remount, and both
+    again as root of a user namespace of its own (where the kernel keeps the mounts it inherited locked)."""
+    masked = str(humaneval_data().parent)
+    attempts = f"""
+        import ctypes, sys
+        LIBC = ctypes.CDLL(None, use_errno=True)
+        if sys.argv[1:] == ["own-namespace"] and LIBC.unshare(0x10000000 | 0x20000) != 0:  # CLONE_NEWUSER | NEWNS
+            sys.exit("no user namespace")
+        done = [LIBC.umount2(target.encode(), 2) == 0 for target in ({masked!r}, "/tmp", "/usr")]
+        done.append(LIBC.mount(None, b"/", None, ctypes.c_ulong(32 | 4096), None) == 0)  # MS_REMOUNT | MS_BIND
+        print(done)
+        """
+    tests = {"test_solution.py": f"""
+        import os, subprocess, sys
+        from solution import double
+
+        ATTEMPTS = {textwrap.dedent(attempts)!r}
+
+        def test_mounts_hold():
+            for how in ([], ["own-namespace"]):
+                done = subprocess.run([sys.executable, "-I", "-c", ATTEMPTS, *how], capture_output=True, text=True)
+                assert done.stdout.strip() in ("", "[False, False, False, False]"), done.stdout
+            assert os.listdir({masked!r}) == [] and not os.access("/", os.W_OK)
+
+        def test_double():
+            assert double(2) == 4
+        """}
+    task = make_task(tests, "def double(x):\n    return 2 * x\n")
+    verdict = judge(task, task.reference)
+    assert (verdict.result, verdict.tests_passed, verdict.isolation) == ("pass", 2, kind), verdict.error_tail

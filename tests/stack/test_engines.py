@@ -109,6 +109,16 @@ def assert_tasks_recorded(folder: Path, count: int) -> list[dict[str, str]]:
     return tasks
 
 
+def assert_calls_answered_or_cut_by_the_wall_budget(folder: Path, calls: list[dict[str, str]]) -> None:
+    """Every call was answered with a real prompt count, except the one in flight when its attempt's wall budget
+    ended: that one is recorded `cancelled`, and only in an attempt whose outcome is `timeout`."""
+    outcomes = {t["task_id"]: t["outcome"] for t in rows(folder / "tasks.csv")}
+    answered = [c for c in calls if c["status"] == "ok"]
+    assert answered and all(int(c["prompt_tokens"]) > 0 for c in answered), calls
+    cut = [c for c in calls if c["status"] != "ok"]
+    assert all(c["status"] == "cancelled" and outcomes[c["task_id"]] == "timeout" for c in cut), (cut, outcomes)
+
+
 # --- without an engine ---------------------------------------------------------------------------
 
 
@@ -246,9 +256,9 @@ class TestVllm:
         folder = run_folder(tmp_path, "vllm-run")
         assert_tasks_recorded(folder, 2)
         calls = rows(folder / "calls.csv")
-        assert calls and all(c["status"] == "ok" and c["stream"] == "True" and c["endpoint"] == "vllm" for c in calls)
+        assert calls and all(c["stream"] == "True" and c["endpoint"] == "vllm" for c in calls)
+        assert_calls_answered_or_cut_by_the_wall_budget(folder, calls)
         assert {c["role"] for c in calls} <= {"orchestrator", "coder"}
-        assert all(int(c["prompt_tokens"]) > 0 for c in calls)
         # Revision rounds extend the first prompt: vLLM reports the reused prefix per request.
         assert sum(int(c["cached_tokens"] or 0) for c in calls) > 0, calls
         events = rows(folder / "events.csv")
@@ -375,8 +385,8 @@ class TestLlamaServer:
         kinds = [e["kind"] for e in rows(folder / "events.csv") if e["source"] == "llama-server"]
         assert kinds[:2] == ["server_start", "server_ready"] and kinds[-1] == "server_stop", kinds
         calls = rows(folder / "calls.csv")
-        assert calls and all(c["status"] == "ok" and c["stream"] == "True" for c in calls), calls
-        assert all(int(c["prompt_tokens"]) > 0 for c in calls)
+        assert calls and all(c["stream"] == "True" for c in calls), calls
+        assert_calls_answered_or_cut_by_the_wall_budget(folder, calls)
         assert sum(int(c["cached_tokens"] or 0) for c in calls) > 0, "llama-server reports reused prompt tokens"
         samples = [s for s in rows(folder / "samples.csv") if s["source"] == "server:llama-server" and not s["error"]]
         names = {s["metric"] for s in samples}
@@ -532,6 +542,7 @@ class TestLlamacpp:
 
 
 @pytest.mark.engine
+@pytest.mark.timeout(900)
 def test_the_embedded_default_bench_runs_as_a_smoke_check(tmp_path):
     """bench/embedded_default.py --smoke: one real night per variant on the embedded llama-cpp-python server. Its
     figures belong in BENCHMARKS.md; here only that every variant's night finishes and is measured."""
