@@ -195,13 +195,17 @@ class AgentRounds:
                 (keep / "output.txt").write_text(job.result().output)
 
     def _keep(self, home: Path, keep: Path) -> None:
-        """Copy the agent's own transcript files out of its HOME, then delete the HOME."""
+        """Copy the agent's own transcript files out of its HOME, then delete the HOME. Only regular files that lie in
+        the HOME: the agent (dead by now) may have left links there to any file of the host, or a pipe."""
         keep.mkdir(parents=True, exist_ok=True)
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
-                target = keep / Path(found).relative_to(home)
+                source = Path(found)
+                if source.resolve() != source or not source.is_file():
+                    continue
+                target = keep / source.relative_to(home)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(found, target)
+                shutil.copyfile(source, target)
         remove_tree(home)
 
 
