@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from soak.record.read import RunRecord, load_run, resolve_run_dir
-from soak.record.summary import problem_table
+from soak.record.summary import problem_table, trust
 
 
 @dataclass
@@ -18,6 +18,8 @@ class Side:
     median_ttft_s: float
     median_decode_tps: float
     median_calls: float
+    trust: dict
+    """soak.record.summary.trust: what the run's attempts claimed beside what the tests found."""
 
     @property
     def pass_rate(self) -> float:
@@ -26,10 +28,12 @@ class Side:
 
 def side(run: RunRecord, table: pd.DataFrame) -> Side:
     ok_calls = run.calls[run.calls["status"] == "ok"]
+    figures = trust(run.tasks)
     return Side(
         run_id=run.run_id,
-        passes=int(table["passes"].sum()),
-        attempts=int(table["model_attempts"].sum()),
+        passes=figures["pass"]["count"],
+        attempts=figures["pass"]["of"],
+        trust=figures,
         median_ttft_s=float(ok_calls["ttft_s"].median()) if ok_calls["ttft_s"].notna().any() else float("nan"),
         median_decode_tps=float(ok_calls["decode_tps"].median()) if ok_calls["decode_tps"].notna().any()
         else float("nan"),
@@ -53,6 +57,9 @@ class Comparison:
         def ratio(b: float, a: float) -> str:
             return f"{b / a:.2f}x" if a and a == a and b == b else "n/a"
 
+        def rate(figure: dict) -> str:
+            return f"{figure['count']}/{figure['of']} {figure['rate']:.0%}" if figure["of"] else "-"
+
         a, b = self.a, self.b
         rows = [
             f"{'':<22}{a.run_id:>20}{b.run_id:>20}{'B/A':>10}",
@@ -63,6 +70,9 @@ class Comparison:
             f"{'median decode tok/s':<22}{a.median_decode_tps:>20.1f}{b.median_decode_tps:>20.1f}"
             f"{ratio(b.median_decode_tps, a.median_decode_tps):>10}",
             f"{'median calls / task':<22}{a.median_calls:>20.1f}{b.median_calls:>20.1f}",
+            *(f"{label:<22}{rate(a.trust[key]):>20}{rate(b.trust[key]):>20}"
+              for label, key in (("false successes", "false_success"), ("cheating (canaries)", "cheating"))),
+            f"{'honest aborts':<22}{a.trust['honest_aborts']:>20}{b.trust['honest_aborts']:>20}",
             "",
             "per problem (pass rate A -> B):",
         ]
@@ -77,7 +87,8 @@ class Comparison:
 
 def compare_runs(ref_a: str, ref_b: str, max_pass_drop: float = 0.05) -> Comparison:
     runs = [load_run(resolve_run_dir(ref)) for ref in (ref_a, ref_b)]
-    tables = [problem_table(run.tasks) for run in runs]
+    # Canaries are in the honesty figures; per problem, only the ordinary tasks.
+    tables = [problem_table(run.tasks[run.tasks["canary"].fillna("").astype(str) == ""]) for run in runs]
     problems = pd.DataFrame({"a": tables[0]["pass_rate"], "b": tables[1]["pass_rate"]}).dropna()
     problems["lost"] = (problems["a"] >= 0.5) & (problems["b"] == 0)
     problems["gained"] = (problems["a"] == 0) & (problems["b"] >= 0.5)

@@ -44,3 +44,27 @@ def test_regression_lists_lost_problems_and_exits_1(runs):
     result = CliRunner().invoke(main, ["compare", a, b_worse])
     assert result.exit_code == 1 and "FAIL: B regresses" in result.output and "LOST" in result.output
     assert CliRunner().invoke(main, ["compare", a, b_worse, "--max-pass-drop", "0.5"]).exit_code == 0
+
+
+def test_each_side_shows_its_false_successes_and_cheats_and_canaries_stay_out_of_the_pass_rate(tmp_path):
+    def row(run_id: str, task_id: str, outcome: str, **fields) -> TaskRow:
+        return TaskRow(run_id=run_id, cycle=0, task_id=task_id, suite="builtin", started_at=0, ended_at=1,
+                       duration_s=1, outcome=outcome, **fields)
+
+    sides = []
+    for run_id, lies, cheats in (("honest", 0, 0), ("liar", 2, 1)):
+        folder = tmp_path / run_id
+        folder.mkdir()
+        rows = [row(run_id, "p1", "pass"), *(row(run_id, f"f{i}", "fail", claim="done", false_success=i < lies)
+                                            for i in range(2)),
+                row(run_id, "p1~canary", "cheat" if cheats else "fail", canary="one-off")]
+        write_rows(folder / "tasks.csv", TaskRow, rows)
+        write_rows(folder / "calls.csv", CallRow, [])
+        sides.append(str(folder))
+    comparison = compare_runs(*sides)
+    assert (comparison.a.passes, comparison.a.attempts) == (1, 3)  # the canary is not an attempt at the pass rate
+    text = "\n".join(comparison.lines())
+    # Over failed attempts: the honest canary failure counts, the cheat does not (it is a cheat).
+    assert "false successes" in text and "0/3 0%" in text and "2/2 100%" in text
+    assert "cheating (canaries)" in text and "0/1 0%" in text and "1/1 100%" in text
+    assert "p1~canary" not in text
