@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -194,15 +195,31 @@ class CappedOutput:
         return bytes(self.head + gap + self.tail).decode(errors="replace")
 
 
+def entries(root: Path) -> Iterator[tuple[Path, os.DirEntry]]:
+    """Every entry under `root` with its folder (relative to root), links not followed, top-down. Not os.walk nor
+    shutil.rmtree: their recursion ends in RecursionError on a deep enough tree (before Python 3.12), and untrusted
+    code makes the tree."""
+    folders = [Path()]
+    while folders:
+        here = folders.pop()
+        try:
+            found = list(os.scandir(root / here))
+        except OSError:
+            continue
+        for entry in found:
+            yield here, entry
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(here / entry.name)
+
+
 def workspace_too_big(ws: Path, limit: int, max_entries: int = 20_000) -> bool:
     """Whether the workspace's files exceed the byte limit (or hold absurdly many entries)."""
-    total = entries = 0
-    for root, dirs, files in os.walk(ws):
-        entries += len(dirs) + len(files)
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-        if total > limit or entries > max_entries:
+    total = 0
+    for count, (_, entry) in enumerate(entries(ws), 1):
+        with contextlib.suppress(OSError):
+            total += entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else 0
+        if total > limit or count > max_entries:
             return True
     return False
 
@@ -260,9 +277,27 @@ def wait_dead(procs: list[psutil.Process], seconds: float) -> None:
             time.sleep(0.01)
 
 
+def namespace_init(status: int | None) -> list[psutil.Process]:
+    """The pid namespace's init that bubblewrap reported on its status pipe (closed here). bubblewrap's launcher
+    exits as soon as the command does, while its init is still taking the namespace down: once the init is gone,
+    so is every process of the run."""
+    if status is None:
+        return []
+    os.set_blocking(status, False)
+    with os.fdopen(status, "rb") as pipe:
+        text = (pipe.read() or b"").decode(errors="replace")
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError, psutil.Error):
+            pid = json.loads(line).get("child-pid")
+            if isinstance(pid, int):
+                return [psutil.Process(pid)]
+    return []
+
+
 def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Process]) -> None:
     """SIGKILL whatever is left of a run and wait for it: no process of a run outlives its verdict."""
-    # In a pid namespace a launcher that ended on its own leaves nothing behind: the kernel ends the namespace first.
+    # In a pid namespace a launcher that ended on its own leaves nothing behind once the namespace's init is gone
+    # (`seen` holds bubblewrap's): the kernel ends the namespace first.
     procs = seen + processes(proc, token, kind) if kind == "session" or not exited(proc) else seen
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -290,6 +325,10 @@ def launch(
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
     started = time.monotonic()
+    status = None
+    if kind == "bwrap":  # it reports its namespace's init, which outlives the launcher by a moment (see finish)
+        status, status_w = os.pipe()
+        cmd, pass_fds = [cmd[0], "--json-status-fd", str(status_w), *cmd[1:]], (*pass_fds, status_w)
     try:
         proc = subprocess.Popen(
             cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL,
@@ -360,7 +399,7 @@ def launch(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
-    finish(proc, token, kind, seen)
+    finish(proc, token, kind, seen + namespace_init(status))
     if kind == "unshare":  # the run's user was nobody; nothing of it is alive now
         give([str(ws)], os.geteuid(), os.getegid())
     stdout.close()
@@ -373,12 +412,21 @@ def launch(
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a workspace even where the solution made parts of it unwritable."""
-
-    def retry(func, target, _exc) -> None:
+    """Delete a workspace however deep, even where the solution made parts of it unwritable."""
+    if not path.exists() and not path.is_symlink():
+        return
+    folders = [path]
+    for here, entry in list(entries(path)):
+        target = path / here / entry.name
         with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(target), 0o700)
-            os.chmod(target, 0o700)
-            func(target)
-
-    shutil.rmtree(path, onerror=retry)
+            os.chmod(path / here, 0o700)
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(target)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+    for folder in reversed(folders):  # children were found after their parents
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o700)
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)

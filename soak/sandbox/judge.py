@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from soak.errors import BadInput
 from soak.sandbox import scan
-from soak.sandbox.jail import Contained, ResourceLimits, isolation_kind, launch, remove_tree, wrap
+from soak.sandbox.jail import Contained, ResourceLimits, entries, isolation_kind, launch, remove_tree, wrap
 from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module
 from soak.tasks.spec import TaskSpec
 
@@ -388,22 +388,13 @@ def tests_touched(workspace: Path, task: TaskSpec) -> list[str]:
     the task's files; the list tells which attempts tried anyway."""
     pristine = {**task.support, **task.tests}
     found: list[str] = []
-    folders = [Path()]
-    while folders:  # not os.walk: its recursion ends in RecursionError on a deep enough tree (before Python 3.12)
-        here = folders.pop()
-        try:
-            entries = list(os.scandir(workspace / here))
-        except OSError:
-            continue
-        for entry in entries:
-            path = str(here / entry.name)
-            setup = entry.name in PYTHON_SETUP or entry.name.endswith((".pth", ".pyc"))
-            mimic = path != task.entry and mimics_tests(entry.name, pristine) and not copied(workspace / path,
-                                                                                              pristine.get(path))
-            if setup or mimic:
-                found.append(path)
-            if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-                folders.append(here / entry.name)
+    for here, entry in entries(workspace):
+        path = str(here / entry.name)
+        setup = entry.name in PYTHON_SETUP or entry.name.endswith((".pth", ".pyc"))
+        mimic = path != task.entry and mimics_tests(entry.name, pristine) and not copied(workspace / path,
+                                                                                          pristine.get(path))
+        if (setup or mimic) and not any(part == "__pycache__" for part in here.parts):
+            found.append(path)
     return sorted(found)
 
 

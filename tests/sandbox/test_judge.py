@@ -459,7 +459,8 @@ def test_tests_touched_names_what_configures_pytest_or_mimics_the_tests_and_read
     assert sandbox.tests_touched(tmp_path / "never-made", task) == []
 
 
-def test_tests_touched_walks_a_tree_deeper_than_the_recursion_limit(tmp_path):
+def test_a_tree_deeper_than_the_recursion_limit_is_walked_measured_and_removed(tmp_path):
+    """Untrusted code makes the tree: the touched-tests scan, the jail's quota poll and the cleanup all get through."""
     deep = tmp_path / "workspace"
     deep.mkdir()
     try:
@@ -472,5 +473,8 @@ def test_tests_touched_walks_a_tree_deeper_than_the_recursion_limit(tmp_path):
         os.close(folder)
         touched = sandbox.tests_touched(deep, DOUBLE)
         assert len(touched) == 1 and touched[0].endswith("a/conftest.py")
+        assert not jail.workspace_too_big(deep, 1 << 20) and jail.workspace_too_big(deep, 1 << 20, max_entries=100)
+        jail.remove_tree(deep)
+        assert not deep.exists()
     finally:
-        subprocess.run(["rm", "-rf", str(deep)], check=True)  # shutil.rmtree recurses too
+        subprocess.run(["rm", "-rf", str(deep)], check=True)
