@@ -93,10 +93,10 @@ def retarget(command: str, path: str) -> str:
     return f"{head.rsplit('>', 1)[0]}> {shlex.quote(path)}{newline}{rest}"
 
 
-def listing(entry: str, source: str, fence: tuple[str, str]) -> str:
-    """One aider whole-format file listing."""
+def listing(entry: str, source: str, fence: tuple[str, str], closing: str) -> str:
+    """One aider whole-format file listing, then the closing words (aider's last reply is the claim read)."""
     body = source if source.endswith("\n") else source + "\n"
-    return f"Here is the complete `{entry}`.\n\n{entry}\n{fence[0]}\n{body}{fence[1]}\n"
+    return f"Here is `{entry}`.\n\n{entry}\n{fence[0]}\n{body}{fence[1]}\n\n{closing}\n"
 
 
 def last_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
@@ -114,6 +114,19 @@ def last_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | Non
             arguments = None
         return str(function.get("name") or ""), arguments if isinstance(arguments, dict) else None
     return "", None
+
+
+def written_source(messages: list[dict[str, Any]]) -> str | None:
+    """What the last tool call wrote: a write_file call's content or a heredoc's body (None: no write seen)."""
+    _, arguments = last_call(messages)
+    if arguments is None:
+        return None
+    if isinstance(arguments.get("content"), str):
+        return str(arguments["content"])
+    command = str(arguments.get("command", ""))
+    if command.startswith("cat <<") and HEREDOC in command:
+        return command.split("\n", 1)[1].removesuffix(HEREDOC)
+    return None
 
 
 def shell_step(messages: list[dict[str, Any]], tool: str) -> str:
