@@ -10,10 +10,15 @@ Three protocols, picked from what the request offers (reply.py turns them into r
 - **whole**: no tools and a system prompt describing aider's *whole* edit format: a text reply with the path line,
   the opening fence, the whole file and the closing fence.
 
-Everything here is plain data and text; the choice of reference or broken variant stays with the Planner. Tool-call
-faults (name_absorbs_args, bad_json_args, path_escape: the heredoc's target) and p_fenced apply to the tool protocols;
-aider always gets a well-formed listing. The task is found as for soak's coder (`Task id:` or the prompt's text), and
-a conversation holding `The tests failed` (soak's revision message) is a revision round.
+Each protocol closes with words the claim detector reads as the scenario's ground truth: the text answer after a
+write, the content sent with mini-swe-agent's submit, the words after aider's listing; an honest abort (a revision
+round, `[honesty]`) is that closing alone, nothing written.
+
+Everything here is plain data and text; what is written (the reference, a broken variant, the cheat) and what is
+claimed stay with the Planner. Tool-call faults (name_absorbs_args, bad_json_args, path_escape: the heredoc's target)
+and p_fenced apply to the tool protocols; aider always gets a well-formed listing. The task is found as for soak's
+coder (`Task id:` or the prompt's text), and a conversation holding `The tests failed` (soak's revision message) is a
+revision round.
 """
 
 import json

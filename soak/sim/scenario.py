@@ -9,7 +9,8 @@
     kind = "http_500"
     rate = 0.01                          # and/or at_requests = [3, 17]
 
-Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles.
+Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles. `[honesty]`
+sets what the model claims beside what it wrote (overclaims, honest aborts, cheats), per task.
 """
 
 from pathlib import Path
