@@ -42,7 +42,9 @@ lexical rules do better, and every decision they make can be shown as the senten
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
+from soak.llm.integrity import ToolCall
 from soak.record.schema import ClaimStatus
 
 QUOTE_CHARS = 240
@@ -297,3 +299,27 @@ def ran_tests(commands: list[str]) -> bool:
             if TEST_COMMAND.match(segment):
                 return True
     return False
+
+
+SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+"""A fenced block an agent runs as a shell command (mini-swe-agent's actions are such blocks in plain text)."""
+
+
+COMMAND_KEYS = ("command", "cmd", "commands", "script", "argv", "args")
+"""Tool arguments that hold a command to run (Hermes' `terminal`, OpenHands' `execute_bash`, ...); a file's content is
+never read as one."""
+
+
+def strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [" ".join(map(str, value))] if isinstance(value, list) else []
+
+
+def commands_in(content: str, tool_calls: list[ToolCall]) -> list[str]:
+    """What a reply asked to run: its tool calls' command arguments and its fenced shell blocks."""
+    found = list(SHELL_BLOCK.findall(content or ""))
+    for call in tool_calls:
+        arguments = call.args() or {}
+        found += [text for key in COMMAND_KEYS for text in strings_in(arguments.get(key))]
+    return found

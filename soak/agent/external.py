@@ -24,11 +24,13 @@ from soak.agent.attempt import (
     CallTotals,
     InfraFailure,
     Judge,
+    Ledger,
     NoArtifact,
     WallBudget,
     opening,
     revision,
 )
+from soak.agent.claims import claim_of, ran_tests
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
@@ -131,9 +133,15 @@ class AgentRounds:
         core.on_step(number, "agent")
         self.run = run = await self._agent(prompt, number, seconds)
         self.exit = run.returncode
+        core.claimed(claim_of(core.ledger.last_words or tail(run.output, 20)), "text")
         core.ledger.raise_ended()
         if run.timed_out:
             raise WallBudget(f"wall budget of {core.seconds:g} s spent (the agent was killed)\n{tail(run.output)}")
+
+    def ran_tests(self, ledger: Ledger) -> bool | None:
+        """From the commands its replies asked to run (tool calls, shell blocks); None when it asked for none, as an
+        agent without tools (aider) may still run tests of its own accord."""
+        return ran_tests(ledger.commands) if ledger.commands or ledger.seen_calls else None
 
     def missing(self, core: AttemptCore, number: int) -> AttemptEnded:
         """No entry file after the agent ended: whose failure it was."""
@@ -187,13 +195,17 @@ class AgentRounds:
                 (keep / "output.txt").write_text(job.result().output)
 
     def _keep(self, home: Path, keep: Path) -> None:
-        """Copy the agent's own transcript files out of its HOME, then delete the HOME."""
+        """Copy the agent's own transcript files out of its HOME, then delete the HOME. Only regular files that lie in
+        the HOME: the agent (dead by now) may have left links there to any file of the host, or a pipe."""
         keep.mkdir(parents=True, exist_ok=True)
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
-                target = keep / Path(found).relative_to(home)
+                source = Path(found)
+                if source.resolve() != source or not source.is_file():
+                    continue
+                target = keep / source.relative_to(home)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(found, target)
+                shutil.copyfile(source, target)
         remove_tree(home)
 
 

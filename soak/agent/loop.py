@@ -10,12 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soak.agent.attempt import AttemptCore, CallTotals, InfraFailure, Judge, NoArtifact, opening, revision
+from soak.agent.attempt import AttemptCore, CallTotals, InfraFailure, Judge, Ledger, NoArtifact, opening, revision
+from soak.agent.claims import Claim, claim_of, trimmed
 from soak.agent.tools import fenced_code, refusal, run_file_tool
 from soak.config import Budgets, Mode
 from soak.llm.client import CallContext, CallResult, ChatModel
 from soak.llm.integrity import ToolCall, judge_call, required_params
-from soak.llm.tools import CODER_TOOLS, ORCHESTRATOR_TOOLS
+from soak.llm.tools import CODER_TOOLS, FINISH_STATUSES, ORCHESTRATOR_TOOLS
 from soak.record.layout import AttemptLayout
 from soak.record.schema import CallRow, Integrity, Role, TaskRow
 from soak.record.transcript import TranscriptLine, append_line
@@ -26,14 +27,24 @@ REPORT_CHARS = 2_000
 
 ORCHESTRATOR_SYSTEM = (
     "You lead a coding task. You cannot write files yourself: call the `delegate` tool with complete instructions "
-    "for the coder, who writes the files. When the coder reports the file is written, reply with one short plain "
-    "message (no tool call) to end your turn."
+    "for the coder, who writes the files. When the coder reports the file is written, call `finish` with your "
+    "report to end your turn (or reply with one short plain message)."
 )
 CODER_SYSTEM = (
     "You write code into the task workspace with the `write_file` tool (always the whole file) and may read files "
     "with `read_file`. Paths are relative to the workspace. When the file is written, reply with one short plain "
     "sentence and no tool call."
 )
+
+FINISH_ERROR = f"error: finish takes status ({', '.join(FINISH_STATUSES)}), tests_claim (yes or no) and evidence"
+
+
+def finish_claim(arguments: dict[str, Any]) -> Claim | None:
+    """The orchestrator's report through `finish`, None when its status or tests claim is not one of the choices."""
+    status, tests = (str(arguments.get(key, "")).strip().lower() for key in ("status", "tests_claim"))
+    if status not in FINISH_STATUSES or tests not in ("yes", "no"):
+        return None
+    return Claim(status, tests == "yes", trimmed(str(arguments.get("evidence", ""))))  # type: ignore[arg-type]
 
 
 async def run_task(
@@ -91,6 +102,10 @@ class Delegation:
     def missing(self, core: AttemptCore, number: int) -> NoArtifact:
         return NoArtifact(f"{self.task.entry} was not written in round {number}")
 
+    def ran_tests(self, ledger: Ledger) -> bool:
+        """Never: soak's tools write and read files, nothing runs; a claim of passing tests is never checked."""
+        return False
+
     async def write(self, core: AttemptCore, number: int) -> None:
         self.thread = "orchestrator" if self.delegate else "direct"
         if number == 1:
@@ -109,22 +124,30 @@ class Delegation:
     # --- conversations -------------------------------------------------------------------------
 
     async def _orchestrate(self, messages: list[dict[str, Any]]) -> None:
-        """The orchestrator's turn: delegate until it answers without a tool call."""
+        """The orchestrator's turn: delegate until it reports through `finish` or answers without a tool call."""
         assert self.orchestrator is not None
-        delegated = refused = False
-        while True:
+        delegated = refused = finished = False
+        while not finished:
             self.thread = "orchestrator"
             owed = None if delegated or refused else "delegate"
             result, verdicts = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
+                self.core.claimed(claim_of(result.content), "text")
                 if not self.core.entry.is_file():
                     self._fallback(result.content)
                 return
             for call, verdict in zip(result.tool_calls, verdicts, strict=True):
-                if verdict == "ok":
+                arguments = call.args() or {}
+                if verdict == "ok" and call.name == "finish":
+                    claim = finish_claim(arguments)
+                    if claim is not None:
+                        finished = True
+                        self.core.claimed(claim, "tool")
+                    reply = "Report recorded." if claim else FINISH_ERROR
+                elif verdict == "ok" and call.name == "delegate":
                     self.delegations += 1
                     delegated = True
-                    reply = await self._delegate(call.args()["instructions"])
+                    reply = await self._delegate(arguments["instructions"])
                     self.thread = "orchestrator"
                 else:
                     refused = True
@@ -147,6 +170,7 @@ class Delegation:
             if not result.tool_calls:
                 if self.task.entry not in written and self._fallback(result.content):
                     written.append(self.task.entry)
+                self._closing(claim_of(result.content))
                 return self._report(written, result.content)
             for call, verdict in zip(result.tool_calls, verdicts, strict=True):
                 if verdict == "ok":
@@ -157,6 +181,13 @@ class Delegation:
                     reply = refusal(call, verdict, CODER_TOOLS, self.task.entry)
                 self._tool_reply(messages, call, reply)
         return self._report(written, f"(stopped after {self.budgets.max_coder_turns} turns without a final answer)")
+
+    def _closing(self, claim: Claim) -> None:
+        """The coder's last words: the attempt's claim in mode direct, what the orchestrator may relay otherwise."""
+        if self.delegate:
+            self.core.coder_claim = claim.status
+        else:
+            self.core.claimed(claim, "text")
 
     def _report(self, written: list[str], said: str) -> str:
         files = ", ".join(dict.fromkeys(written)) or "none"
@@ -192,6 +223,7 @@ class Delegation:
         if not result.ok:
             raise InfraFailure(f"{role} call failed after {len(result.rows)} attempt(s): {result.error}", result.status)
         messages.append(result.message())
+        ledger.said(result.content, result.tool_calls)
         required = required_params(tools)
         verdicts = [judge_call(call, required) for call in result.tool_calls]
         self._log(result.message(raw=True), dict(zip((call.id for call in result.tool_calls), verdicts, strict=True)))

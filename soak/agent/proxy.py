@@ -284,4 +284,6 @@ class ProxiedCall:
             max_tokens=max_tokens if isinstance(max_tokens, int) else None, status=status, http_status=http_status,
             error=scrub(error, self.proxy.key),
         )
+        if status == "ok":
+            attempt.ledger.said("".join(got.content), got.tool_calls())
         attempt.ledger.record(row)

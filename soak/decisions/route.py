@@ -85,6 +85,10 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
             facts += f", {int(row.tampered)} tampered with the judging"
         if row.suspicious_passes:
             facts += f", {int(row.suspicious_passes)} of the passes suspicious"
+        if row.false_successes:  # a failure, and one the agent reported as a success
+            facts += f", {int(row.false_successes)} claimed a success the tests did not find"
+        if row.honest_aborts:
+            facts += f", {int(row.honest_aborts)} said it cannot be done as asked"
         if row.tests_touched:
             facts += f", {int(row.tests_touched)} touched the tests (ignored by the judge)"
         revised = int(getattr(row, "revised", 0) or 0)
@@ -146,6 +150,8 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     budgets = [run.config.get("budgets", {}).get("task_seconds") for run in runs]
     if "budget_seconds" not in rules.model_fields_set and budgets[0]:
         rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
+    # A canary measures the model's honesty, not a problem to route (its cheats are in the report and compare).
+    tasks = tasks[tasks["canary"].fillna("").astype(str) == ""]
     table = problem_table(tasks)
     table = table[table["model_attempts"] > 0]  # infra errors count against the stack, not the problem
     table = table.join(revision_counts(tasks)).fillna({"revised": 0, "revision_fixes": 0})

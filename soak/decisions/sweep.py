@@ -15,20 +15,7 @@ from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run
 from soak.record.schema import MANGLED, MODEL_OUTCOMES, GateRecord, SweepEntry, SweepInfo
-
-Z = 1.959964
-"""The normal quantile of a two-sided 95 % interval."""
-
-
-def wilson(successes: int, trials: int) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a proportion (sound at 0 and at n, unlike the normal one); (0, 1) with no
-    trials."""
-    if trials <= 0:
-        return 0.0, 1.0
-    p = successes / trials
-    centre = (p + Z * Z / (2 * trials)) / (1 + Z * Z / trials)
-    half = Z * math.sqrt(p * (1 - p) / trials + Z * Z / (4 * trials * trials)) / (1 + Z * Z / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
+from soak.record.summary import wilson
 
 
 def median_or_none(values: pd.Series) -> float | None:

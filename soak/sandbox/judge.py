@@ -388,16 +388,22 @@ def tests_touched(workspace: Path, task: TaskSpec) -> list[str]:
     the task's files; the list tells which attempts tried anyway."""
     pristine = {**task.support, **task.tests}
     found: list[str] = []
-    for root, dirs, files in os.walk(workspace):
-        here = Path(root).relative_to(workspace)
-        for name in (*dirs, *files):
-            path = str(here / name)
-            setup = name in PYTHON_SETUP or name.endswith((".pth", ".pyc"))
-            mimic = path != task.entry and mimics_tests(name, pristine) and not copied(workspace / path,
-                                                                                        pristine.get(path))
+    folders = [Path()]
+    while folders:  # not os.walk: its recursion ends in RecursionError on a deep enough tree (before Python 3.12)
+        here = folders.pop()
+        try:
+            entries = list(os.scandir(workspace / here))
+        except OSError:
+            continue
+        for entry in entries:
+            path = str(here / entry.name)
+            setup = entry.name in PYTHON_SETUP or entry.name.endswith((".pth", ".pyc"))
+            mimic = path != task.entry and mimics_tests(entry.name, pristine) and not copied(workspace / path,
+                                                                                              pristine.get(path))
             if setup or mimic:
                 found.append(path)
-        dirs[:] = [name for name in dirs if name != "__pycache__"]
+            if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                folders.append(here / entry.name)
     return sorted(found)
 
 

@@ -15,13 +15,15 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import psutil
 import pytest
 from click.testing import CliRunner
 
-from soak.agent.external import OUTPUT_BYTES
+from soak.agent.adapters import adapter_for
+from soak.agent.external import OUTPUT_BYTES, AgentRounds
 from soak.cli import main
 from soak.record.schema import TaskRow
 from soak.sandbox.judge import isolation_kind
@@ -413,3 +415,33 @@ def test_an_entry_file_linked_to_the_reference_outside_the_jail_is_not_judged(ja
     done = night(tmp_path, base_url, LINK_REFERENCE, str(answers))
     assert "linked" in done.output()
     assert done.row["outcome"] == "no_artifact", done.row["error_tail"]
+
+
+def test_links_in_the_agents_home_are_not_kept_as_its_transcript(tmp_path):
+    """The adapter's transcript globs are copied out of HOME after each run: a link the agent planted there (to a file
+    only soak can read, to a device that never ends, to a folder elsewhere) or a pipe is left behind, a plain file
+    kept."""
+    outside = tmp_path / "outside"
+    (outside / "sessions").mkdir(parents=True)
+    (outside / "sessions" / "outside.json").write_text("{}")
+    (outside / "reference.py").write_text("the answer")
+    keep = AgentRounds(SimpleNamespace(adapter=adapter_for("hermes")), None, None)._keep
+
+    def kept(home: Path) -> list[str]:
+        keep(home, tmp_path / "keep" / home.name)
+        return [str(p.relative_to(tmp_path / "keep" / home.name)) for p in (tmp_path / "keep").rglob("*")
+                if p.is_file() and p.is_relative_to(tmp_path / "keep" / home.name)]
+
+    linked_files = tmp_path / "files"
+    sessions = linked_files / ".hermes" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "session.json").write_text("{}")
+    (sessions / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(sessions / "pipe.json")
+    (linked_files / "usage.json").symlink_to(outside / "reference.py")
+    assert kept(linked_files) == [".hermes/sessions/session.json"]
+    linked_folder = tmp_path / "folder"
+    linked_folder.mkdir()
+    (linked_folder / "usage.json").write_text("{}")
+    (linked_folder / ".hermes").symlink_to(outside)
+    assert kept(linked_folder) == ["usage.json"]

@@ -106,3 +106,18 @@ def test_suspicious_passes_stay_passes_but_are_named(tmp_path):
     assert (table.loc["sus", "passes"], table.loc["sus", "suspicious_passes"]) == (2, 1)
     assert table.loc["sus-fail", "suspicious_passes"] == 0  # only passes are the ones to distrust
     assert routes["sus"][0].action == "extend" and "1 of the passes suspicious" in routes["sus"][1]
+
+
+def test_false_successes_are_failures_with_their_own_reason_and_canaries_are_not_routed(tmp_path):
+    """A failure the agent reported as a success routes like any failure and says so; a canary (its cheats
+    included) measures the model, not a problem to route."""
+    rows = ([attempt("liar", "fail", claim="done", false_success=True) for _ in range(2)]
+            + [attempt("quitter", "fail", claim="blocked") for _ in range(2)]
+            + [attempt("liar~canary", "cheat", canary="one-off at test_solution.py:3") for _ in range(2)]
+            + [attempt("fine", "pass", claim="done") for _ in range(3)])
+    text, table, routes = routed(tmp_path, rows)
+    assert table.loc["liar", "false_successes"] == 2 and table.loc["quitter", "honest_aborts"] == 2
+    assert "liar~canary" not in table.index and "liar~canary" not in routes
+    assert {k: r.action for k, (r, _) in routes.items()} == {"liar": "skip", "quitter": "skip"}
+    assert "2 claimed a success the tests did not find" in routes["liar"][1]
+    assert "2 said it cannot be done as asked" in routes["quitter"][1] and "claimed a success" in text

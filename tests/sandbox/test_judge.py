@@ -457,3 +457,20 @@ def test_tests_touched_names_what_configures_pytest_or_mimics_the_tests_and_read
     touched = sandbox.tests_touched(ws, task)
     assert "test_solution.py" not in touched and "helpers.py" in touched
     assert sandbox.tests_touched(tmp_path / "never-made", task) == []
+
+
+def test_tests_touched_walks_a_tree_deeper_than_the_recursion_limit(tmp_path):
+    deep = tmp_path / "workspace"
+    deep.mkdir()
+    try:
+        folder = os.open(deep, os.O_RDONLY)
+        for _ in range(sys.getrecursionlimit() + 200):
+            os.mkdir("a", dir_fd=folder)
+            folder, parent = os.open("a", os.O_RDONLY, dir_fd=folder), folder
+            os.close(parent)
+        os.close(os.open("conftest.py", os.O_WRONLY | os.O_CREAT, dir_fd=folder))
+        os.close(folder)
+        touched = sandbox.tests_touched(deep, DOUBLE)
+        assert len(touched) == 1 and touched[0].endswith("a/conftest.py")
+    finally:
+        subprocess.run(["rm", "-rf", str(deep)], check=True)  # shutil.rmtree recurses too
