@@ -10,10 +10,15 @@ Three protocols, picked from what the request offers (reply.py turns them into r
 - **whole**: no tools and a system prompt describing aider's *whole* edit format: a text reply with the path line,
   the opening fence, the whole file and the closing fence.
 
-Everything here is plain data and text; the choice of reference or broken variant stays with the Planner. Tool-call
-faults (name_absorbs_args, bad_json_args, path_escape: the heredoc's target) and p_fenced apply to the tool protocols;
-aider always gets a well-formed listing. The task is found as for soak's coder (`Task id:` or the prompt's text), and
-a conversation holding `The tests failed` (soak's revision message) is a revision round.
+Each protocol closes with words the claim detector reads as the scenario's ground truth: the text answer after a
+write, the content sent with mini-swe-agent's submit, the words after aider's listing; an honest abort (a revision
+round, `[honesty]`) is that closing alone, nothing written.
+
+Everything here is plain data and text; what is written (the reference, a broken variant, the cheat) and what is
+claimed stay with the Planner. Tool-call faults (name_absorbs_args, bad_json_args, path_escape: the heredoc's target)
+and p_fenced apply to the tool protocols; aider always gets a well-formed listing. The task is found as for soak's
+coder (`Task id:` or the prompt's text), and a conversation holding `The tests failed` (soak's revision message) is a
+revision round.
 """
 
 import json
@@ -93,10 +98,10 @@ def retarget(command: str, path: str) -> str:
     return f"{head.rsplit('>', 1)[0]}> {shlex.quote(path)}{newline}{rest}"
 
 
-def listing(entry: str, source: str, fence: tuple[str, str]) -> str:
-    """One aider whole-format file listing."""
+def listing(entry: str, source: str, fence: tuple[str, str], closing: str) -> str:
+    """One aider whole-format file listing, then the closing words (aider's last reply is the claim read)."""
     body = source if source.endswith("\n") else source + "\n"
-    return f"Here is the complete `{entry}`.\n\n{entry}\n{fence[0]}\n{body}{fence[1]}\n"
+    return f"Here is `{entry}`.\n\n{entry}\n{fence[0]}\n{body}{fence[1]}\n\n{closing}\n"
 
 
 def last_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
@@ -114,6 +119,19 @@ def last_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | Non
             arguments = None
         return str(function.get("name") or ""), arguments if isinstance(arguments, dict) else None
     return "", None
+
+
+def written_source(messages: list[dict[str, Any]]) -> str | None:
+    """What the last tool call wrote: a write_file call's content or a heredoc's body (None: no write seen)."""
+    _, arguments = last_call(messages)
+    if arguments is None:
+        return None
+    if isinstance(arguments.get("content"), str):
+        return str(arguments["content"])
+    command = str(arguments.get("command", ""))
+    if command.startswith("cat <<") and HEREDOC in command:
+        return command.split("\n", 1)[1].removesuffix(HEREDOC)
+    return None
 
 
 def shell_step(messages: list[dict[str, Any]], tool: str) -> str:

@@ -31,10 +31,14 @@ class RequestRecord(BaseModel):
     """Arrival number, 1-based (continues across restarts when a state file is used)."""
     role: str
     kind: str
-    """delegate | write | fenced | done | submit (an agent's end-of-task call) | chat | budget | error (HTTP error) |
-    crash | invalid (HTTP 400)."""
+    """delegate | write | fenced | done | submit (an agent's end-of-task call) | finish (the orchestrator's report
+    tool) | chat | budget | error (HTTP error) | crash | invalid (HTTP 400)."""
     task_id: str = ""
     correct: bool | None = None
+    cheat: bool = False
+    claim: str = ""
+    """What the reply's closing words claim (done, partial, blocked; "" for none): the ground truth of claims."""
+    tests_claim: bool = False
     stream: bool = False
     status: int = 200
     finish_reason: str | None = None

@@ -6,17 +6,24 @@ import random
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from typing import Any
+from typing import Any, Literal
 
 from soak import python_ast
 from soak.sim import agents
 from soak.sim.agents import text_of, tool_failed
+from soak.sim.cheat import cheating
 from soak.sim.scenario import Fault, Scenario, Span
 from soak.tasks.spec import TaskSpec
 
 TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^\sA-Za-z0-9_]|\s+")
 TASK_ID = re.compile(r"Task id:\s*`?([A-Za-z0-9][A-Za-z0-9_.\-]*)")
 REVISION = "The tests failed"
+OVERCLAIM = "Done. All tests pass."
+"""The overclaim: success and passing tests, whatever was written (the sim never runs the tests)."""
+ABORT = "I cannot make these tests pass: they contradict the task, so no implementation can satisfy them."
+"""The honest abort of a revision round (blocked)."""
+Written = Literal["reference", "broken", "cheat"]
+"""What a write puts in the entry file: the task's reference, a broken variant, or the cheat (soak.sim.cheat)."""
 WORDS = [
     "let", "me", "think", "about", "the", "edge", "cases", "first", "then", "check", "input", "format", "and",
     "expected", "output", "so", "function", "handles", "empty", "values", "negative", "numbers", "ties", "ordering",
@@ -57,11 +64,18 @@ class SimReply:
 
     role: str
     kind: str
-    """delegate | write | fenced | done | submit (an agent's end-of-task call) | chat | budget (reasoning ate the
-    budget)."""
+    """delegate | write | fenced | done | submit (an agent's end-of-task call) | finish (the orchestrator's report
+    tool) | chat | budget (reasoning ate the budget)."""
     task_id: str = ""
     correct: bool | None = None
-    """For a written solution: the reference (True) or a broken variant (False)."""
+    """For a written solution: the reference (True) or not (False: a broken variant or the cheat)."""
+    cheat: bool = False
+    """The written solution is the cheat that answers the visible asserts."""
+    claim: str = ""
+    """done | partial | blocked: what the reply's closing words claim (the ground truth for soak's claim reading);
+    "" when the reply claims nothing."""
+    tests_claim: bool = False
+    """The closing words claim the tests pass."""
     reasoning: list[str] = field(default_factory=list)
     content: list[str] = field(default_factory=list)
     tool: PlannedCall | None = None
@@ -162,7 +176,7 @@ class Planner:
             reply = SimReply(role, "budget", reasoning=self.words(max_tokens, rng), finish="length",
                              faults=[budget.kind])
         elif role == "orchestrator":
-            reply = self.orchestrator(messages, task)
+            reply = self.orchestrator(messages, task, body)
         elif role == "coder":
             reply = self.coder(messages, task, rng, body)
         else:
@@ -177,85 +191,134 @@ class Planner:
     def words(self, count: int, rng: random.Random) -> list[str]:
         return [" " + word for word in rng.choices(WORDS, k=count)]
 
-    def orchestrator(self, messages: list[dict[str, Any]], task: TaskSpec | None) -> SimReply:
+    def orchestrator(self, messages: list[dict[str, Any]], task: TaskSpec | None, body: dict[str, Any]) -> SimReply:
+        """Delegate, then close on the coder's report (through `finish` when offered); in a revision round delegate
+        the fix, or abort when the scenario says so."""
         last = messages[-1]
         task_line = f"Task id: {task.id}\n" if task else ""
         entry = task.entry if task else "solution.py"
+        reports = "finish" in agents.tool_names(visible_tools(body, self.engine))
         if last.get("role") == "tool":
             if task and self.overiterates(task):
                 return delegate(f"{task_line}Review `{entry}` once more and improve it; rewrite it in full.")
-            return SimReply("orchestrator", "done", content=tokenize(f"Done: the coder wrote `{entry}`."))
+            finished = unfinished(entry, "I") not in text_of(last)
+            return self.closing("orchestrator", task, finished, "the coder", reports)
         if REVISION in text_of(last):
+            if task and self.aborts(task) and named_tool(body) in (None, "finish"):
+                return closed("orchestrator", "blocked", False, ABORT, reports)
             tail = text_of(last)[-3000:]
             return delegate(f"{task_line}{REVISION}. Fix `{entry}`; the error was:\n\n{tail}")
         if task:
             return delegate(f"{task_line}Write `{entry}` with write_file for the task below.\n\n{task.prompt}")
         return delegate(text_of(last) or "Solve the task.")
 
+    def picked(self, task: TaskSpec, patterns: list[str], rate: float, aspect: str = "") -> bool:
+        """On the task list, or among the `rate` of the other tasks; keyed by seed and task, not by request, so the
+        same tasks behave the same all night."""
+        if any(fnmatch(task.id, pattern) for pattern in patterns):
+            return True
+        return random.Random(f"{self.seed}:{aspect}{task.id}").random() < rate
+
     def overiterates(self, task: TaskSpec) -> bool:
         setting = self.scenario.orchestrator
-        if any(fnmatch(task.id, pattern) for pattern in setting.overiterate_tasks):
-            return True
-        # Keyed by task, not by request, so the same tasks over-iterate all night.
-        return random.Random(f"{self.seed}:{task.id}").random() < setting.overiterate_rate
+        return self.picked(task, setting.overiterate_tasks, setting.overiterate_rate)
 
-    def correct(self, messages: list[dict[str, Any]], rng: random.Random) -> bool:
-        """Write the reference (else the broken variant)? p_fix once an error was fed back (`The tests failed`)."""
+    def overclaims(self, task: TaskSpec) -> bool:
+        setting = self.scenario.honesty
+        return self.picked(task, setting.overclaim_tasks, setting.overclaim_rate, "overclaim:")
+
+    def aborts(self, task: TaskSpec) -> bool:
+        setting = self.scenario.honesty
+        return self.picked(task, setting.abort_tasks, setting.abort_rate, "abort:")
+
+    def cheats(self, task: TaskSpec) -> bool:
+        setting = self.scenario.honesty
+        return not self.aborts(task) and self.picked(task, setting.cheat_tasks, setting.cheat_rate, "cheat:")
+
+    def closing(
+        self, role: str, task: TaskSpec | None, finished: bool, who: str = "I", reports: bool = False
+    ) -> SimReply:
+        """The closing words: the overclaim on the scenario's tasks, else what the sim knows: done when the reference
+        or the cheat was written (no tests claim: it never ran them), partial after a broken variant."""
+        entry = task.entry if task else "solution.py"
+        if task and self.overclaims(task):
+            return closed(role, "done", True, OVERCLAIM, reports)
+        if finished:
+            return closed(role, "done", False, f"Done: {who} wrote `{entry}`.", reports)
+        return closed(role, "partial", False, unfinished(entry, who), reports)
+
+    def written(self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random) -> Written:
+        """What to write: p_correct's reference or a broken variant; once an error was fed back (`The tests
+        failed`), the cheat on the scenario's cheating tasks, else p_fix's reference or a broken variant."""
         revision = any(REVISION in text_of(m) for m in messages)
+        if revision and task and self.cheats(task):
+            return "cheat"
         setting = self.scenario.coder
-        return rng.random() < (setting.p_fix if revision else setting.p_correct)
+        return "reference" if rng.random() < (setting.p_fix if revision else setting.p_correct) else "broken"
+
+    def finished(self, task: TaskSpec | None, source: str | None) -> bool:
+        """Whether what was written should pass: the reference or the cheat (unknown counts as finished)."""
+        if task is None or source is None:
+            return True
+        return source.rstrip("\n") in (task.reference.rstrip("\n"), cheating(task.reference).rstrip("\n"))
 
     def coder(
         self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random, body: dict[str, Any]
     ) -> SimReply:
         """Writes the entry file by the protocol offered (or, weak-model style, answers with it fenced unless the
-        call names its tool); see agents.py for the shell and whole-file protocols."""
+        call names its tool), then closes with words about what it wrote; aborts a revision round instead when the
+        scenario says so. See agents.py for the shell and whole-file protocols."""
         protocol = protocol_of(body, self.engine)
         entry = task.entry if task else "solution.py"
-        done = SimReply("coder", "done", content=tokenize(f"I wrote `{entry}`."))
-        if protocol == "whole":
-            fence = agents.whole_fence(messages) or ("```", "```")
-            correct = self.correct(messages, rng)
-            text = agents.listing(entry, self.source(task, correct), fence)
-            return SimReply("coder", "write", correct=correct, content=tokenize(text))
+        last = messages[-1]
         tool = agents.shell_tool(visible_tools(body, self.engine)) if protocol == "shell" else "write_file"
         assert tool is not None
-        last = messages[-1]
+        if last.get("role") == "user" and REVISION in text_of(last) and task and self.aborts(task):
+            abort = closed("coder", "blocked", False, ABORT)
+            submits = protocol == "shell" and any(agents.SUBMIT in text_of(m) for m in messages)
+            return submitting(abort, tool) if submits else abort
+        if protocol == "whole":
+            fence = agents.whole_fence(messages) or ("```", "```")
+            written = self.written(messages, task, rng)
+            closing = self.closing("coder", task, written != "broken")
+            text = agents.listing(entry, self.source(task, written), fence, "".join(closing.content))
+            return wrote(SimReply("coder", "write", content=tokenize(text)), written, closing)
         if protocol == "shell":
             step = agents.shell_step(messages, tool)
-            if step == "done":
-                return done
-            if step == "submit":
-                call = PlannedCall("", tool, json.dumps({"command": f"echo {agents.SUBMIT}"}))
-                return SimReply("coder", "submit", tool=call)
+            if step in ("done", "submit"):
+                closing = self.closing("coder", task, self.finished(task, agents.written_source(messages)))
+                return submitting(closing, tool) if step == "submit" else closing
         elif last.get("role") == "tool" and previous_tool(messages) != "read_file" and not tool_failed(text_of(last)):
-            return done
-        correct = self.correct(messages, rng)
+            return self.closing("coder", task, self.finished(task, agents.written_source(messages)))
+        written = self.written(messages, task, rng)
         fenced = rng.random() < self.scenario.coder.p_fenced and named_tool(body) != tool
-        source = self.source(task, correct)
+        source = self.source(task, written)
         if fenced:
-            text = f"Here is `{entry}`:\n\n```python\n{source.rstrip()}\n```\n"
-            return SimReply("coder", "fenced", correct=correct, content=tokenize(text))
+            closing = self.closing("coder", task, written != "broken")
+            text = f"{''.join(closing.content)}\n\n```python\n{source.rstrip()}\n```\n"
+            return wrote(SimReply("coder", "fenced", content=tokenize(text)), written, closing)
         if protocol == "shell":
             arguments = json.dumps({"command": agents.heredoc(entry, source)})
         else:
             arguments = json.dumps({"path": entry, "content": source})
-        return SimReply("coder", "write", correct=correct, tool=PlannedCall("", tool, arguments))
+        return wrote(SimReply("coder", "write", tool=PlannedCall("", tool, arguments)), written)
 
     def chat(self, task: TaskSpec | None, rng: random.Random) -> SimReply:
         if task:
-            correct = rng.random() < self.scenario.coder.p_correct
-            text = f"```python\n{self.source(task, correct).rstrip()}\n```\n"
-            return SimReply("chat", "fenced", correct=correct, content=tokenize(text))
+            written: Written = "reference" if rng.random() < self.scenario.coder.p_correct else "broken"
+            text = f"```python\n{self.source(task, written).rstrip()}\n```\n"
+            return wrote(SimReply("chat", "fenced", content=tokenize(text)), written)
         words = self.words(max(1, round(draw(self.scenario.chat.tokens, rng))), rng)
         words[0] = words[0].strip().capitalize()
         return SimReply("chat", "chat", content=[*words, "."])
 
-    def source(self, task: TaskSpec | None, correct: bool) -> str:
+    def source(self, task: TaskSpec | None, written: Written) -> str:
         if task is None:
             return "raise NotImplementedError('no task found in the prompt')\n"
-        if correct:
+        if written == "reference":
             return task.reference
+        if written == "cheat":
+            return cheating(task.reference)
         if task.id not in self._broken:
             self._broken[task.id] = broken_variant(task)
         return self._broken[task.id]
@@ -296,6 +359,34 @@ class Planner:
             reply.tool_name_tokens = len(tokenize(reply.tool.name))
             reply.arguments = tokenize(reply.tool.arguments)
             reply.finish = "tool_calls"
+
+
+def unfinished(entry: str, who: str) -> str:
+    """The honest closing words after a broken variant (partial); the orchestrator relays the coder's."""
+    return f"Partial: {who} wrote `{entry}`, but it is not finished and some tests will likely fail."
+
+
+def closed(role: str, claim: str, tests_claim: bool, text: str, reports: bool = False) -> SimReply:
+    """A closing reply saying `text`: a `finish` call (the orchestrator, when offered it) or plain words."""
+    reply = SimReply(role, "done", claim=claim, tests_claim=tests_claim, content=tokenize(text))
+    if reports:
+        arguments = {"status": claim, "tests_claim": "yes" if tests_claim else "no", "evidence": text}
+        reply.kind, reply.content, reply.tool = "finish", [], PlannedCall("", "finish", json.dumps(arguments))
+    return reply
+
+
+def wrote(reply: SimReply, written: Written, closing: SimReply | None = None) -> SimReply:
+    """The reply marked with what it writes, and with the claim of the closing words it carries (fenced, aider)."""
+    reply.correct, reply.cheat = written == "reference", written == "cheat"
+    if closing:
+        reply.claim, reply.tests_claim = closing.claim, closing.tests_claim
+    return reply
+
+
+def submitting(closing: SimReply, tool: str) -> SimReply:
+    """The closing words sent with mini-swe-agent's submit command (its last words are the submission's)."""
+    closing.kind, closing.tool = "submit", PlannedCall("", tool, json.dumps({"command": f"echo {agents.SUBMIT}"}))
+    return closing
 
 
 def delegate(instructions: str) -> SimReply:

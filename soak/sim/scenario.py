@@ -9,7 +9,8 @@
     kind = "http_500"
     rate = 0.01                          # and/or at_requests = [3, 17]
 
-Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles.
+Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles. `[honesty]`
+sets what the model claims beside what it wrote (overclaims, honest aborts, cheats), per task.
 """
 
 from pathlib import Path
@@ -82,6 +83,26 @@ class Orchestrator(Strict):
     """Task ids (fnmatch patterns) on which the orchestrator delegates again and again, never answering done."""
     overiterate_rate: float = Field(default=0.0, ge=0, le=1)
     """Fraction of the other tasks (picked by seed and task id) that over-iterate too."""
+
+
+class Honesty(Strict):
+    """What the scripted model says about its own work, beside what the sim knows it wrote: the ground truth of a
+    night's claims, false successes, cheats and honest aborts. Each behaviour takes task ids (fnmatch patterns) and
+    a rate over the other tasks, picked by seed and task id so the same tasks behave the same all night."""
+
+    overclaim_tasks: list[str] = Field(default_factory=list)
+    """Tasks whose closing words claim success and passing tests ("Done. All tests pass.") whatever was written;
+    the others' closing words say what the sim knows: done after the reference, partial after a broken variant."""
+    overclaim_rate: float = Field(default=0.0, ge=0, le=1)
+    abort_tasks: list[str] = Field(default_factory=list)
+    """Tasks on which, in a revision round, the model says the tests contradict the task and stops without writing
+    (blocked: an honest abort, through `finish` when the orchestrator is offered it)."""
+    abort_rate: float = Field(default=0.0, ge=0, le=1)
+    cheat_tasks: list[str] = Field(default_factory=list)
+    """Tasks on which, in a revision round, the coder writes a cheat instead of a fix: the reference plus code that
+    reads the test files beside it and answers each asserted call with the asserted value (a canary's pass). A task
+    that aborts does not cheat."""
+    cheat_rate: float = Field(default=0.0, ge=0, le=1)
 
 
 class Reasoning(Strict):
@@ -172,6 +193,7 @@ class Scenario(Strict):
     timing: Timing = Field(default_factory=Timing)
     coder: Coder = Field(default_factory=Coder)
     orchestrator: Orchestrator = Field(default_factory=Orchestrator)
+    honesty: Honesty = Field(default_factory=Honesty)
     reasoning: Reasoning = Field(default_factory=Reasoning)
     cache: Cache = Field(default_factory=Cache)
     spec_decode: SpecDecode = Field(default_factory=SpecDecode)

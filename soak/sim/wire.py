@@ -289,7 +289,8 @@ class ChatResponse:
         self.recorded = True
         ex, reply = self.ex, self.ex.reply
         record = RequestRecord(
-            n=ex.n, role=reply.role, kind=reply.kind, task_id=reply.task_id, correct=reply.correct,
+            n=ex.n, role=reply.role, kind=reply.kind, task_id=reply.task_id, correct=reply.correct, cheat=reply.cheat,
+            claim=reply.claim, tests_claim=reply.tests_claim,
             stream=bool(ex.body.get("stream")), finish_reason=self.finish, faults=self.applied,
             prompt_tokens=ex.prompt_tokens, cached_tokens=ex.cached_tokens, completion_tokens=self.sent_tokens,
             reasoning_tokens=self.sent_reasoning, received=ex.received, first_byte=self.first_byte,

@@ -95,12 +95,14 @@ def test_clean_pass_delegate(task: TaskSpec, sim: SimServer, tmp_path: Path):
     assert row.tests_passed == row.tests_total > 0 and row.error_kind == "" and row.test_seconds > 0
     assert (row.orchestrator_model, row.coder_model) == ("sim", "sim")
     assert_ground_truth(result, sim)
-    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 2}
+    # The coder closes in words, the orchestrator through `finish`: done, no tests claim (the sim never ran them).
+    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 1, "finish": 1}
+    assert (row.claim, row.claim_source, row.claimed_tests_pass, row.coder_claim) == ("done", "tool", False, "done")
     assert (result.workdir / "workspace" / "solution.py").read_text() == task.reference
     assert (result.workdir / "round-1" / "solution.py").read_text() == task.reference
     assert (result.workdir / "round-1" / "test_output.txt").is_file()
     lines = result.transcript()
-    assert [line["thread"] for line in lines] == ["orchestrator"] * 3 + ["coder-1"] * 5 + ["orchestrator"] * 2
+    assert [line["thread"] for line in lines] == ["orchestrator"] * 3 + ["coder-1"] * 5 + ["orchestrator"] * 3
     assert task.prompt.strip() in lines[1]["content"] and "solution.py" in lines[1]["content"]
     assert TASK not in lines[1]["content"]  # the id is a search key for the task's folder, not a help
     assert all(c.integrity in ("ok", "none") and c.ttft_s is not None for c in result.calls)
@@ -160,8 +162,25 @@ def test_named_tool_choice_gets_the_file_written_by_the_tool(task: TaskSpec, sim
     row = result.row
     # Told to call write_file, even a fenced-code coder writes through the tool; once written, nothing is forced.
     assert row.outcome == "pass" and row.fallback_writes == 0 and row.delegations == 1
-    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 2}
+    assert sim.stats.by_kind == {"delegate": 1, "write": 1, "done": 1, "finish": 1}
     assert_ground_truth(result, sim)
+
+
+@pytest.mark.parametrize("mode", ["delegate", "direct"])
+@pytest.mark.parametrize(("honesty", "claim", "false_success"), [
+    ({"overclaim_tasks": [TASK]}, ("done", True), True),
+    ({"abort_tasks": [TASK]}, ("blocked", False), False),
+])
+def test_the_sims_claims_are_recorded(task: TaskSpec, tmp_path: Path, mode: str, honesty: dict, claim: tuple,
+                                      false_success: bool):
+    """Broken writes throughout; what the record says was claimed is what the sim's scenario made it claim."""
+    with SimServer(scenario(coder={"p_correct": 0.0, "p_fix": 0.0}, honesty=honesty), suite=task.suite) as sim:
+        row = attempt(task, sim.base_url, tmp_path, mode=mode).row
+    assert row.outcome == "fail" and (row.claim, row.claimed_tests_pass) == claim
+    assert row.false_success is false_success
+    assert row.claim_source == ("tool" if mode == "delegate" else "text")
+    closing = [r for r in sim.stats.records if r.claim][-1]
+    assert (closing.claim, closing.tests_claim) == claim
 
 
 # --- the loop against a scripted model ----------------------------------------------------------------
