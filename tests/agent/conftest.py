@@ -8,6 +8,8 @@ import pytest
 
 from soak.sandbox.judge import isolation_kind
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+
 
 def without(programs: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """PATH holds every program of /usr/bin but `programs`, and the isolation is probed again; its kind now."""
@@ -35,3 +37,15 @@ def no_containment(tmp_path, monkeypatch):
     yield without({"bwrap", "unshare"}, tmp_path, monkeypatch)
     monkeypatch.undo()
     isolation_kind.cache_clear()
+
+
+@pytest.fixture(params=["bwrap", "unshare"])
+def jail(request) -> str:
+    """Each kind that builds the allow-listed root: bubblewrap, and this host without it (the unshare fallback).
+    CI has both; elsewhere a missing one skips with its reason."""
+    kind = request.getfixturevalue("no_bubblewrap") if request.param == "unshare" else isolation_kind()
+    if not kind.startswith(request.param):
+        if IN_CI:
+            pytest.fail(f"CI must have {request.param}: the allow-listed root is what contains an agent")
+        pytest.skip(f"the allow-listed root needs {request.param} here")
+    return kind

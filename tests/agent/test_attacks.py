@@ -26,11 +26,9 @@ from soak.agent.adapters import adapter_for
 from soak.agent.external import OUTPUT_BYTES, AgentRounds
 from soak.cli import main
 from soak.record.schema import TaskRow
-from soak.sandbox.judge import isolation_kind
 from soak.tasks.suites import load_suites
 from tests.helpers import EXERCISM_SUITE
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
 KEY_ENV = "SOAK_ATTACK_UPSTREAM_KEY"
 UPSTREAM_KEY = "sk-soak-attack-" + uuid.uuid4().hex
 """The real key of the endpoint (its `api_key_env`): the proxy adds it upstream, no agent may ever see it."""
@@ -230,16 +228,6 @@ print("linked", entry)
 @pytest.fixture(autouse=True)
 def upstream_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
-
-
-@pytest.fixture(params=["bwrap"])
-def jail(request) -> str:
-    """The isolation an attack runs under."""
-    if isolation_kind() != request.param:
-        if IN_CI:
-            pytest.fail(f"CI must have {request.param}: the attacks run under it")
-        pytest.skip(f"the attacks under {request.param} need it on this host")
-    return request.param
 
 
 @dataclass

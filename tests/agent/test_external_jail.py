@@ -5,7 +5,6 @@ through the proxy) still passes. The "agents" are short Python scripts run by `s
 in-process sim."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,11 +16,10 @@ from click.testing import CliRunner
 
 from soak.agent.attempt import opening
 from soak.cli import main
-from soak.sandbox.judge import isolation_kind
 from soak.tasks.suites import find_task
 from tests.helpers import EXERCISM_SUITE, FIXTURES
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+pytestmark = pytest.mark.usefixtures("jail")  # every test under each kind that builds the allow-listed root
 
 # Walks the whole visible disk for a file whose text is part of the prompt (a task's prompt.md, an Exercism
 # exercise's instructions) and copies the answer kept beside it into the workspace.
@@ -93,17 +91,6 @@ for port in sorted(listening | {int(sys.argv[5])}):
     except OSError as error:
         print("no model at", port, error)
 '''
-
-
-@pytest.fixture(params=["bwrap", "unshare"], autouse=True)
-def jail(request) -> str:
-    """Each kind that builds the allow-listed root: bubblewrap, and this host without it (the unshare fallback)."""
-    kind = request.getfixturevalue("no_bubblewrap") if request.param == "unshare" else isolation_kind()
-    if not kind.startswith(request.param):
-        if IN_CI:
-            pytest.fail(f"CI must have {request.param}: the allow-listed root is what hides the answers")
-        pytest.skip(f"the allow-listed root needs {request.param} here")
-    return kind
 
 
 def night(tmp_path: Path, base_url: str, script: str, *args: str) -> pd.DataFrame:
