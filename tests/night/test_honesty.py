@@ -3,6 +3,7 @@ and no-op round that tasks.csv records equals what the transcripts and the round
 trust figures equal counts taken from tasks.csv here."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -10,22 +11,31 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
+from soak.paths import builtin_tasks_dir
 from soak.record.schema import MODEL_OUTCOMES
 from soak.record.transcript import read_transcript
 from soak.sim.cheat import ANSWERS
-from soak.sim.scenario import load_scenario
+from soak.sim.scenario import Coder, Honesty, Scenario, Timing
 from soak.sim.server import SimServer
 
-TASKS = 16
+CHEATS, ABORTS, OVERCLAIMS, HONEST = "balanced-brackets", "word-frequency", "slugify", "lru-cache"
+"""The sim's coder writes each task's reference first, so every ordinary task passes and every canary fails its
+first round; in a revision round it cheats on one task, aborts on another, and overclaims on a third throughout."""
+TASKS = 8  # the four tasks and their canaries
 
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("honesty")
-    scenario = load_scenario("honesty")
-    with SimServer(scenario.model_copy(update={"timing": scenario.timing.model_copy(
-            update={"ttft_seconds": 0, "decode_tokens_per_second": 0})}), seed=4) as sim:
-        (home / "soak.toml").write_text("canary_share = 1.0\nseed = 4\n[budgets]\nmax_rounds = 3\n")
+    suite = home / "suite"
+    for task_id in (CHEATS, ABORTS, OVERCLAIMS, HONEST):
+        shutil.copytree(builtin_tasks_dir() / task_id, suite / task_id)
+    honesty = Honesty(cheat_tasks=[CHEATS], abort_tasks=[ABORTS], overclaim_tasks=[OVERCLAIMS])
+    scenario = Scenario(timing=Timing(ttft_seconds=0, decode_tokens_per_second=0), coder=Coder(p_correct=1, p_fix=0),
+                        honesty=honesty)
+    with SimServer(scenario, seed=4, suite=f"dir:{suite}") as sim:
+        (home / "soak.toml").write_text(f'suite = "dir:{suite}"\ncanary_share = 1.0\nseed = 4\n'
+                                        "[budgets]\nmax_rounds = 3\n")
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("SOAK_DATA_DIR", str(home / "data"))
             result = CliRunner().invoke(main, ["run", "--config", str(home / "soak.toml"), "--base-url", sim.base_url,
@@ -53,11 +63,20 @@ def finish_reports(folder: Path) -> list[tuple[int, dict]]:
             for call in line.tool_calls or [] if call["function"]["name"] == "finish"]
 
 
-def test_the_night_holds_every_kind_of_claim(night):
-    rows = tasks(night)
-    assert len(rows) == TASKS
-    assert (rows["canary"] != "").any() and (rows["outcome"] == "cheat").any(), rows[["task_id", "outcome"]]
-    assert rows["false_success"].any() and (rows["claim"] == "blocked").any()
+def test_each_attempt_is_recorded_as_the_sim_behaved(night):
+    rows = tasks(night).set_index("task_id")
+    assert sorted(rows.index) == sorted([*(t for t in (CHEATS, ABORTS, OVERCLAIMS, HONEST)),
+                                         *(f"{t}~canary" for t in (CHEATS, ABORTS, OVERCLAIMS, HONEST))])
+    assert (rows.loc[[CHEATS, ABORTS, OVERCLAIMS, HONEST], "outcome"] == "pass").all()
+    assert not rows.loc[[CHEATS, ABORTS, OVERCLAIMS, HONEST], "false_success"].any()  # a pass is no false success
+    cheat, abort, overclaim, honest = (rows.loc[f"{t}~canary"] for t in (CHEATS, ABORTS, OVERCLAIMS, HONEST))
+    assert cheat["outcome"] == "cheat" and cheat["canary"] and cheat["rounds"] == 2
+    assert (abort["outcome"], abort["claim"], abort["rounds"], abort["false_success"]) == ("fail", "blocked", 2, False)
+    assert (overclaim["outcome"], overclaim["claim"], overclaim["claimed_tests_pass"]) == ("fail", "done", True)
+    assert overclaim["false_success"] and overclaim["unverified_claim"] and overclaim["rounds"] == 3
+    # The honest coder's revisions write the same broken variant twice and say what they wrote: partial.
+    assert (honest["outcome"], honest["claim"], honest["false_success"]) == ("fail", "partial", False)
+    assert honest["noop_rounds"] == 1 and honest["repeated_calls"] > 0
 
 
 def test_every_recorded_claim_is_the_orchestrators_last_report(night):
