@@ -13,7 +13,7 @@ holds) and evaluated prompt tokens per call (what the server really computed, fr
 "before". Load averages before and after.
 
     .venv/bin/python bench/embedded_default.py [--tasks 4] [--rounds 2] [--seed 0] [--task-seconds S] [--keep]
-    .venv/bin/python bench/embedded_default.py --smoke      # one task per variant, one round, 90 s: the CI check
+    .venv/bin/python bench/embedded_default.py --smoke      # one task per variant, one round, 45 s: the CI check
 """
 
 import argparse
@@ -96,10 +96,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the run folders (their path is printed)")
     parser.add_argument("--task-seconds", type=float, help="each attempt's wall budget (soak's default otherwise)")
-    parser.add_argument("--smoke", action="store_true", help="one task, one round, 90 s: checks the bench runs")
+    parser.add_argument("--smoke", action="store_true", help="one task, one round, 45 s: checks the bench runs")
     args = parser.parse_args()
     if args.smoke:
-        args.tasks, args.rounds, args.task_seconds = 1, 1, 90
+        args.tasks, args.rounds, args.task_seconds = 1, 1, 45
     workdir = Path(tempfile.mkdtemp(prefix="soak-bench-embedded-"))
     config = None
     if args.task_seconds:

@@ -108,7 +108,9 @@ def test_try_with_no_endpoint_starts_and_stops_the_embedded_default(data_dir, so
         return found
 
     before = embedded_servers()
-    result = soak("try", "--task", "word-frequency", "--suite", "builtin")
+    config = data_dir.parent / "try.toml"  # the server's start and stop are under test, not the tiny model's solving
+    config.write_text("[budgets]\ntask_seconds = 60\nmax_rounds = 1\n")
+    result = soak("try", "--task", "word-frequency", "--suite", "builtin", "--config", str(config))
     assert result.exit_code in (0, 1), result.output
     assert "server_ready embedded" in result.output and "server_stop embedded" in result.output
     assert "SmolLM2-135M-Instruct" in result.output and "tests_total" in result.output
