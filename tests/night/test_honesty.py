@@ -134,4 +134,5 @@ def test_the_reports_trust_figures_are_the_counts_of_tasks_csv(night):
     assert any(line.startswith(f"false successes: {trust['false_success']['count']} of") for line in lines), lines
     assert any(line.startswith(f"cheating: {trust['cheating']['count']} of") for line in lines), lines
     page = (night / "report" / "index.html").read_text()
-    assert "false successes:" in page and "cheating:" in page
+    assert f"cheating: {trust['cheating']['count']} of {trust['cheating']['of']} canaries passed" in page
+    assert f"false successes: {trust['false_success']['count']} of {trust['false_success']['of']} failures" in page
