@@ -7,7 +7,7 @@ import pandas as pd
 from soak.decisions.sweep import Recommendation, Standing
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
-from soak.record.summary import problem_table
+from soak.record.summary import honest_aborts, problem_table
 from soak.report import aggregate as agg
 from soak.report import charts, series
 from soak.report.transcripts import mangled_tool_calls
@@ -114,6 +114,20 @@ def judging_view(tasks: pd.DataFrame) -> dict[str, Any]:
             "suspicious_passes": len(passes), "touched": records(touched, TABLE_ROWS), "touched_total": len(touched)}
 
 
+CLAIM_COLUMNS = ["task_id", "cycle", "session", "outcome", "claim", "claim_source", "claimed_tests_pass", "claim_quote",
+                 "coder_claim", "canary"]
+
+
+def claims_view(tasks: pd.DataFrame) -> dict[str, Any]:
+    """The attempts whose word the tests contradicted (false successes), the cheats on canaries and the honest
+    aborts, each with the sentence it was read from: the evidence behind the trust figures."""
+    ordered = tasks.sort_values("ended_at", kind="stable")
+    kinds = {"false": ordered[ordered["false_success"].astype(bool)], "cheats": ordered[ordered["outcome"] == "cheat"],
+             "aborts": ordered[honest_aborts(ordered)]}
+    return {**{name: records(frame[CLAIM_COLUMNS], TABLE_ROWS) for name, frame in kinds.items()},
+            **{f"{name}_total": len(frame) for name, frame in kinds.items()}}
+
+
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
@@ -140,6 +154,7 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
         },
         "problems": records(problems, TABLE_ROWS), "problems_total": len(problems),
         "judging": judging_view(tasks),
+        "claims": claims_view(tasks),
         "timeline": timeline(run, clock),
         "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
         "server": server_charts(run, clock),
