@@ -138,7 +138,8 @@ def test_the_reports_trust_figures_are_the_counts_of_tasks_csv(night):
     assert f"false successes</a>: {trust['false_success']['count']} of {trust['false_success']['of']} fail" in page
     # Each false success, cheat and abort is listed with its quote and a link to its attempt's page.
     claims = page[page.index("<h2>Claims"):page.index("<h2>Judging")]
-    assert f"{len(failed[failed['false_success']])} false successes" in claims
+    count = int(failed["false_success"].sum())
+    assert f"{count} false success{'es' if count != 1 else ''}</h3>" in claims
     assert "Done. All tests pass." in claims and "contradict the task" in claims
     for task_id in rows.loc[rows["outcome"] == "cheat", "task_id"]:
         assert task_id in claims
