@@ -46,6 +46,10 @@ max_coder_turns = 2
 interval_seconds = 2
 """
 
+SHORT_REPLIES = "max_tokens = 128"
+"""A short run's replies: on 2 CPU cores a 384-token reply takes most of an attempt's budget, and a revision (whose
+reused prompt prefix the cache counters must show) then never comes."""
+
 
 def unavailable(reason: str) -> None:
     """Locally an engine that cannot be set up is skipped with its reason; in CI it is a failure."""
@@ -250,7 +254,7 @@ class TestVllm:
     def test_short_run_records_vllm_series_and_the_report_renders(self, vllm, tmp_path):
         config = soak("engine", "config", "vllm", "--port", str(vllm), cwd=tmp_path)
         assert config.returncode == 0, config.stderr
-        (tmp_path / "soak.toml").write_text(config.stdout.replace("max_tokens = 768", "max_tokens = 384") + BUDGETS)
+        (tmp_path / "soak.toml").write_text(config.stdout.replace("max_tokens = 768", SHORT_REPLIES) + BUDGETS)
         run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "vllm-run", cwd=tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         folder = run_folder(tmp_path, "vllm-run")
@@ -378,7 +382,7 @@ class TestLlamaServer:
         port = free_port()
         config = soak("engine", "config", "llama-server", "--port", str(port), cwd=tmp_path)
         assert config.returncode == 0, config.stderr
-        (tmp_path / "soak.toml").write_text(config.stdout + BUDGETS)
+        (tmp_path / "soak.toml").write_text(config.stdout.replace("max_tokens = 768", SHORT_REPLIES) + BUDGETS)
         run = soak("run", "--config", "soak.toml", "--tasks", "2", "--quiet", "--run-id", "ls-run", cwd=tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         folder = run_folder(tmp_path, "ls-run")
