@@ -1,11 +1,16 @@
-"""What many tests share: where the fixtures are, and one way to wait for something to happen."""
+"""What many tests share: where the fixtures are, one way to wait for something to happen, and the one-task night of
+an agent script of a test's own."""
 
+import json
 import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from click.testing import CliRunner
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -15,6 +20,8 @@ from tenacity import (
     stop_after_delay,
     wait_fixed,
 )
+
+from soak.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -62,3 +69,34 @@ async def until(condition: Callable[[], T], *, timeout: float, what: str, interv
         return condition()
 
     return await AsyncRetrying(**_policy(timeout, interval, what, (), None))(check)
+
+
+def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 120",
+                 endpoint: str = "") -> Path:
+    """One task of the Exercism fixture suite with `script` as the agent (its arguments: prompt file, workspace, base
+    URL, API key, then `args`), against the sim at `base_url` (`endpoint`: more lines of its table); the run folder."""
+    agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
+    agent_dir.mkdir(exist_ok=True)
+    (agent_dir / "agent.py").write_text(textwrap.dedent(script))
+    config = tmp_path / "soak.toml"
+    config.write_text(textwrap.dedent(f"""
+        suite = "{EXERCISM_SUITE}"
+        concurrency = 1
+        [agent]
+        readable = [{json.dumps(str(agent_dir))}]
+        [endpoints.sim]
+        base_url = "{base_url}"
+        model = "soak-sim"
+        {endpoint}
+        [roles]
+        orchestrator = "sim"
+        coder = "sim"
+        [budgets]
+        max_rounds = 1
+        """) + budgets + "\n")
+    command = " ".join([sys.executable, str(agent_dir / "agent.py"), "{prompt_file}", "{workspace}", "{base_url}",
+                        "{api_key}", *args])
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
+                                       "--run-id", "night"])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "data" / "night"

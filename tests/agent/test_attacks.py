@@ -9,8 +9,6 @@ fails instead of skipping)."""
 
 import json
 import os
-import sys
-import textwrap
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,14 +18,12 @@ from types import SimpleNamespace
 import pandas as pd
 import psutil
 import pytest
-from click.testing import CliRunner
 
 from soak.agent.adapters import adapter_for
 from soak.agent.external import OUTPUT_BYTES, AgentRounds
-from soak.cli import main
 from soak.record.schema import TaskRow
 from soak.tasks.suites import load_suites
-from tests.helpers import EXERCISM_SUITE
+from tests.helpers import EXERCISM_SUITE, script_night
 
 KEY_ENV = "SOAK_ATTACK_UPSTREAM_KEY"
 UPSTREAM_KEY = "sk-soak-attack-" + uuid.uuid4().hex
@@ -253,33 +249,10 @@ def night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str =
     URL, API key, `args`, last a marker of this night's processes); checks what every night must keep whatever the
     agent did."""
     marker = f"soak-attack-{uuid.uuid4().hex}"
-    agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
-    agent_dir.mkdir(exist_ok=True)
-    (agent_dir / "agent.py").write_text(textwrap.dedent(script))
-    config = tmp_path / "soak.toml"
-    config.write_text(textwrap.dedent(f"""
-        suite = "{EXERCISM_SUITE}"
-        concurrency = 1
-        [agent]
-        readable = [{json.dumps(str(agent_dir))}]
-        [endpoints.sim]
-        base_url = "{base_url}"
-        model = "soak-sim"
-        api_key_env = "{KEY_ENV}"
-        [roles]
-        orchestrator = "sim"
-        coder = "sim"
-        [budgets]
-        max_rounds = 1
-        """) + budgets + "\n")
-    command = " ".join([sys.executable, str(agent_dir / "agent.py"), "{prompt_file}", "{workspace}", "{base_url}",
-                        "{api_key}", *args, marker])
     started = time.monotonic()
-    result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
-                                       "--run-id", "night"])
+    path = script_night(tmp_path, base_url, script, *args, marker, budgets=budgets,
+                        endpoint=f'api_key_env = "{KEY_ENV}"')
     seconds = time.monotonic() - started
-    assert result.exit_code == 0, result.output
-    path = tmp_path / "data" / "night"
     tasks = pd.read_csv(path / "tasks.csv", keep_default_na=False)
     calls = pd.read_csv(path / "calls.csv")
     assert list(tasks.columns) == list(TaskRow.model_fields) and len(tasks) == 1, tasks

@@ -7,7 +7,6 @@ in-process sim."""
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 from soak.agent.attempt import opening
 from soak.cli import main
 from soak.tasks.suites import find_task
-from tests.helpers import EXERCISM_SUITE, FIXTURES
+from tests.helpers import EXERCISM_SUITE, FIXTURES, script_night
 
 pytestmark = pytest.mark.usefixtures("jail")  # every test under each kind that builds the allow-listed root
 
@@ -94,33 +93,8 @@ for port in sorted(listening | {int(sys.argv[5])}):
 
 
 def night(tmp_path: Path, base_url: str, script: str, *args: str) -> pd.DataFrame:
-    """One task of the Exercism fixture suite, soaked with the script as the agent (`args` after its four); the run's
-    tasks.csv."""
-    agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
-    agent_dir.mkdir()
-    (agent_dir / "agent.py").write_text(textwrap.dedent(script))
-    config = tmp_path / "soak.toml"
-    config.write_text(textwrap.dedent(f"""
-        suite = "{EXERCISM_SUITE}"
-        concurrency = 1
-        [agent]
-        readable = [{json.dumps(str(agent_dir))}]
-        [endpoints.sim]
-        base_url = "{base_url}"
-        model = "soak-sim"
-        [roles]
-        orchestrator = "sim"
-        coder = "sim"
-        [budgets]
-        task_seconds = 120
-        max_rounds = 1
-        """))
-    command = f"{sys.executable} {agent_dir / 'agent.py'} {{prompt_file}} {{workspace}} {{base_url}} {{api_key}}"
-    command = " ".join([command, *args])
-    result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
-                                       "--run-id", "night"])
-    assert result.exit_code == 0, result.output
-    return pd.read_csv(tmp_path / "data" / "night" / "tasks.csv")
+    """The script's one-task night; its tasks.csv."""
+    return pd.read_csv(script_night(tmp_path, base_url, script, *args) / "tasks.csv")
 
 
 def agent_output(tmp_path: Path) -> str:
