@@ -181,19 +181,27 @@ class GateName(click.Choice):
 @click.option("--base-url", help="Probe this endpoint instead of the config's.")
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--metrics-url", help="The server's /metrics page (default: next to the base URL).")
-@click.option("--tokens", type=int, help="Prompt size for prefill / long-prompt / prefix-twin.")
-@click.option("--threshold", type=float, help="Override the gate's threshold (tok/s, seconds or hit rate).")
+@click.option("--tokens", type=int, help="Prompt size for prefill / long-prompt / prefix-twin; for sessions, each "
+              "session's first message.")
+@click.option("--threshold", type=float, help="Override the gate's threshold (tok/s, seconds, hit rate or sessions).")
 @click.option("--transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL chat transcript for prefix-replay (default with `all`: the newest recorded one).")
+@click.option("--ramp", help="sessions: the concurrent session counts to try, e.g. 1,2,4,8,16 ([gates] "
+              "sessions_ramp).")
+@click.option("--turns", type=int, help="sessions: turns per session ([gates] session_turns).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the results as JSON.")
 def gate(name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
          metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
-         output: Path | None) -> None:
-    """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL."""
+         ramp: str | None, turns: int | None, output: Path | None) -> None:
+    """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL.
+
+    `sessions` answers how many concurrent, growing agent sessions the server keeps warm: it ramps the count of
+    sessions until their later turns lose their cached history or slow down, and prints a table per count.
+    """
     from soak.decisions.gate import run_gate_command
 
     ok = run_gate_command(name, config_path, role, base_url, model, metrics_url, tokens, threshold, transcript,
-                          output)
+                          output, ramp, turns)
     sys.exit(0 if ok else 1)
 
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from soak.errors import BadInput
 from soak.files import load_model
@@ -169,6 +169,35 @@ class Gates(Strict):
     twin_tokens: int = 2000
     min_prefix_hit_rate: float = 0.5
     """The prefix-cache gates pass at or above this hit rate."""
+    min_warm_sessions: int = Field(default=4, ge=1)
+    """The sessions gate passes when at least this many concurrent agent sessions stay warm (four was where a
+    llama.cpp box with its default cache RAM fell over in the field)."""
+    sessions_ramp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
+    """Concurrent sessions tried, in this order; the ramp stops at the first level that is not warm."""
+    session_turns: int = Field(default=4, ge=2)
+    """Turns per session; turns 2+ are measured (the first has no history of its own to reuse)."""
+    session_system_tokens: int = Field(default=1000, ge=1)
+    """The system prompt every session shares (its hits are shared reuse, not cross-turn hits)."""
+    session_start_tokens: int = Field(default=2000, ge=1)
+    """Each session's own first message: the task and the files it read."""
+    session_turn_tokens: int = Field(default=1000, ge=1)
+    """What each turn adds to a session's history (a tool result), besides the model's answer."""
+    session_answer_tokens: int = Field(default=32, ge=1)
+    """Tokens the model answers per turn; the answer stays in the history."""
+    session_think_seconds: float = Field(default=1.0, ge=0)
+    """Spacing of one round of turns, as an agent's tool runs space them: session i asks i × think / N after the
+    round starts, so the sessions take turns in a fixed order (the round-robin that evicts first)."""
+    min_cross_turn_hit_rate: float = Field(default=0.8, ge=0, le=1)
+    """A session stays warm while this share of its earlier turns' tokens is served from the cache."""
+    session_max_ttft_p95_seconds: float = Field(default=10.0, gt=0)
+    """...and while the later turns' TTFT p95 stays under this: a warm turn starts answering within seconds."""
+
+    @field_validator("sessions_ramp")
+    @classmethod
+    def _ramp_grows(cls, ramp: list[int]) -> list[int]:
+        if ramp[0] < 1 or any(b <= a for a, b in zip(ramp, ramp[1:], strict=False)):
+            raise ValueError(f"needs growing session counts from 1 up, got {ramp}")
+        return ramp
 
 
 class SoakConfig(Strict):

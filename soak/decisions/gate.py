@@ -1,5 +1,6 @@
-"""`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay), and
-GATES, the one registry of them that the CLI, `soak gate`, doctor and a sweep read.
+"""`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay, sessions
+until the cliff: soak.decisions.sessions), and GATES, the one registry of them that the CLI, `soak gate`, doctor and a
+sweep read.
 
 Gates assume the server is otherwise idle: cache hit rates come from /metrics counter deltas around the probes.
 Prompt sizes are the server's reported prompt_tokens, never estimates.
@@ -7,7 +8,6 @@ Prompt sizes are the server's reported prompt_tokens, never estimates.
 
 import asyncio
 import json
-import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,90 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from soak.config import Gates, SoakConfig
+from soak.decisions.probe import GateResult, Probe, ProbeFailed
+from soak.decisions.sessions import gate_sessions, level_table
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
 from soak.record.layout import RunLayout
 from soak.record.read import run_folders
-from soak.record.schema import HIT_COUNTERS, GateMeasure, GateRecord
 from soak.record.transcript import TranscriptLine, read_transcript
-from soak.stack.telemetry import fetch_server_metrics
-
-WORDS = [
-    "river", "stone", "amber", "lantern", "copper", "meadow", "orbit", "willow", "signal", "harbor",
-    "quartz", "ember", "falcon", "cedar", "prism", "velvet", "summit", "thistle", "canyon", "marble",
-]
-
-
-class ProbeFailed(Exception):
-    """A probe call did not succeed; the gate fails with this reason rather than passing silently."""
-
-
-class GateResult(GateMeasure):
-    @property
-    def passed(self) -> bool:
-        if self.measured is None:
-            return False
-        return self.measured >= self.threshold if self.higher_is_better else self.measured <= self.threshold
-
-    def record(self) -> GateRecord:
-        """The result as a gates file and sweep.json keep it."""
-        return GateRecord(**self.model_dump(), passed=self.passed)
-
-    def line(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
-        return (f"{verdict}  {self.name:<14} {self.measured_text():<22} ({self.threshold_text()} {self.unit})  "
-                f"{self.detail}")
-
-
-def filler(words: int, seed: str) -> str:
-    """Plain text of `words` words; a seed at the very start makes the prefix unique (nothing cached)."""
-    rng = random.Random(seed)
-    return f"[{seed}] " + " ".join(rng.choice(WORDS) for _ in range(words))
-
-
-class Probe:
-    """One endpoint under test plus its /metrics page (None when it has none)."""
-
-    def __init__(self, chat: ChatEndpoint, metrics_url: str | None):
-        self.chat, self.metrics_url = chat, metrics_url
-        self.tokens_per_word: float | None = None
-        self.unstreamed: ChatEndpoint | None = None
-        """Non-streaming twin, used when the server reports usage only outside streams (llama-cpp-python)."""
-
-    async def close(self) -> None:
-        if self.unstreamed:
-            await self.unstreamed.close()
-
-    async def ask(self, messages: list[dict[str, Any]], max_tokens: int = 1) -> CallResult:
-        result = await (self.unstreamed or self.chat).chat(messages, role="probe", max_tokens=max_tokens)
-        if not result.ok:
-            raise ProbeFailed(f"probe call failed ({result.status}: {result.error})")
-        return result
-
-    async def prompt_of(self, tokens: int, seed: str) -> str:
-        """Text of about `tokens` tokens, sized with the server's own count of a calibration prompt."""
-        if self.tokens_per_word is None:
-            calibration = [{"role": "user", "content": filler(400, "calibrate-" + seed)}]
-            reported = (await self.ask(calibration)).rows[-1].prompt_tokens
-            if not reported and self.chat.endpoint.stream and not self.unstreamed:
-                unstreamed = self.chat.endpoint.model_copy(update={"stream": False})
-                self.unstreamed = ChatEndpoint(self.chat.name, unstreamed, self.chat.stale_seconds)
-                reported = (await self.ask(calibration)).rows[-1].prompt_tokens
-            if not reported:
-                raise ProbeFailed("the server reports no usage: prompt sizes cannot be verified")
-            self.tokens_per_word = reported / 400
-        return filler(max(1, int(tokens / self.tokens_per_word)), seed)
-
-    async def hit_counters(self) -> tuple[float, float] | None:
-        """(hits, queries) of the prefix cache, or None when the server exposes no such counters."""
-        if not self.metrics_url:
-            return None
-        series = await fetch_server_metrics(self.metrics_url) or {}
-        for hits, queries in HIT_COUNTERS.values():
-            if all((name, "") in series for name in (hits, *queries)):
-                return series[(hits, "")], sum(series[(name, "")] for name in queries)
-        return None
 
 
 def prefill_rate(result: CallResult) -> tuple[float, int]:
@@ -254,6 +178,8 @@ GATES: dict[str, Gate] = {
     "prefix-twin": Gate(lambda probe, g, _: gate_prefix_twin(probe, g.twin_tokens, g.min_prefix_hit_rate),
                         "min_prefix_hit_rate", "hit rate", size="twin_tokens"),
     "prefix-replay": Gate(replay_if_given, "min_prefix_hit_rate", "hit rate", needs_transcript=True),
+    "sessions": Gate(lambda probe, g, _: gate_sessions(probe, g), "min_warm_sessions", "sessions",
+                     size="session_start_tokens"),
 }
 """Every gate by name, in the order `soak gate all` runs them."""
 SWEEP_GATES = tuple(name for name, gate in GATES.items() if not gate.needs_transcript)
@@ -290,6 +216,24 @@ async def gate_role(config: SoakConfig, role: str, names: list[str], gates: Gate
         await chat.close()
 
 
+def with_session_shape(gates: Gates, name: str, ramp: str | None, turns: int | None) -> Gates:
+    """`--ramp` and `--turns` set the sessions gate's ramp and session length."""
+    if ramp is None and turns is None:
+        return gates
+    if name not in ("sessions", "all"):
+        raise BadInput("--ramp and --turns shape the sessions gate: name it (soak gate sessions)")
+    shape: dict[str, Any] = {} if turns is None else {"session_turns": turns}
+    if ramp is not None:
+        try:
+            shape["sessions_ramp"] = [int(part) for part in ramp.split(",")]
+        except ValueError:
+            raise BadInput(f"--ramp takes session counts joined by commas, e.g. 1,2,4,8 (got {ramp!r})") from None
+    try:
+        return Gates.model_validate(gates.model_dump() | shape)
+    except ValidationError as error:
+        raise BadInput(f"--ramp/--turns: {error.errors()[0]['msg']}") from None
+
+
 def with_overrides(gates: Gates, name: str, tokens: int | None, threshold: float | None) -> Gates:
     """`--tokens` and `--threshold` set the named gate's own [gates] keys."""
     if name not in GATES:
@@ -309,7 +253,7 @@ def with_overrides(gates: Gates, name: str, tokens: int | None, threshold: float
 def run_gate_command(
     name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
     metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
-    output: Path | None,
+    output: Path | None, ramp: str | None = None, turns: int | None = None,
 ) -> bool:
     """Resolve the endpoint and thresholds, run the gate (`all`: every one), print and optionally save; True when
     all pass."""
@@ -318,13 +262,15 @@ def run_gate_command(
 
     config = with_cli_endpoint(load_config(config_path), base_url, model)
     endpoint = config.endpoint_for(role)
-    gates = with_overrides(config.gates, name, tokens, threshold)
+    gates = with_overrides(with_session_shape(config.gates, name, ramp, turns), name, tokens, threshold)
     names = list(GATES) if name == "all" else [name]
     if name == "all" and transcript is None:
         transcript = latest_transcript(data_dir())
     results = asyncio.run(gate_role(config, role, names, gates, transcript, metrics_url))
     for result in results:
         print(result.line())
+        if result.levels:
+            print("\n".join(level_table(result.levels)))
     if output:
         payload = [r.record().model_dump() for r in results]
         write_atomic(output, json.dumps({"endpoint": endpoint.base_url, "model": endpoint.model, "gates": payload},

@@ -297,6 +297,45 @@ SweepStatus = Literal["pending", "running", "done", "stack_down", "stopped"]
 limit; stack_down: its servers never came up (skipped); stopped: its night ended early (error budget)."""
 
 
+class SessionTurn(BaseModel):
+    """One turn of one session of the sessions probe, in the server's own counts."""
+
+    session: int
+    turn: int
+    prompt_tokens: int
+    cached_tokens: int | None
+    """The server's per-request count (usage.prompt_tokens_details.cached_tokens); None when it reports none and
+    the level's hit rates come from its /metrics counters instead."""
+    history_tokens: int
+    """Tokens of this session's own earlier turns that a warm cache would serve: the previous turn's prompt less
+    the shared system prompt (0 on turn 1)."""
+    cross_turn_hits: int | None
+    """Cached tokens beyond the shared system prompt, at most history_tokens."""
+    ttft_s: float
+
+
+class SessionLevel(BaseModel):
+    """One step of the ramp: N concurrent growing sessions, judged on their later turns (2+)."""
+
+    sessions: int
+    cross_turn_hit_rate: float | None
+    """Later turns' cross-turn hits / their history tokens: how much of what the sessions said before was still
+    cached."""
+    coldest_session: float | None
+    """The lowest of the sessions' own cross-turn hit rates: one evicted session cannot hide in the aggregate."""
+    shared_hit_rate: float | None
+    """Cached share of the shared system prompt over all turns: reuse across sessions, not of their own history."""
+    full_price_turns: int | None
+    """Later turns that got (nearly) none of their history from the cache (cross-turn hit below 10 %)."""
+    ttft_p50_s: float
+    ttft_p95_s: float
+    largest_prompt: int
+    warm: bool
+    source: Literal["usage", "metrics"]
+    """Where cached tokens came from: the per-request usage, or /metrics counter deltas per round."""
+    turns: list[SessionTurn] = Field(default_factory=list)
+
+
 class GateMeasure(BaseModel):
     """What one gate measured against its threshold (soak.decisions.gate judges it)."""
 
@@ -306,6 +345,8 @@ class GateMeasure(BaseModel):
     unit: str
     higher_is_better: bool = True
     detail: str = ""
+    levels: list[SessionLevel] = Field(default_factory=list)
+    """The sessions gate's ramp, one entry per level tried; empty for the other gates."""
 
     def measured_text(self) -> str:
         return "not measured" if self.measured is None else f"{self.measured:,.3g} {self.unit}"

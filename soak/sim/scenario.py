@@ -59,6 +59,9 @@ def _check_span(value: Span) -> Span:
 class Timing(Strict):
     ttft_seconds: Span = 0.02
     """Time to first token (prefill), per request."""
+    prefill_tokens_per_second: float = Field(default=0.0, ge=0)
+    """Adds the prompt tokens not served from the prefix cache at this rate to the TTFT, so an evicted session's
+    next turn is slow to start, as on a real server; 0 = no such cost."""
     decode_tokens_per_second: Span = 1000.0
     """Decode rate; 0 means no decode delay at all."""
     tokens_per_chunk: int = Field(default=1, ge=1)

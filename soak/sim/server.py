@@ -233,9 +233,11 @@ class SimServer:
         max_tokens = min(body.get("max_completion_tokens") or body.get("max_tokens") or room, room)
         reply = self.planner.plan(body, rng, faults, max_tokens)
         timing = self.scenario.timing
+        cached = self.cache.lookup(tokens)
+        prefill = (len(tokens) - cached) / timing.prefill_tokens_per_second if timing.prefill_tokens_per_second else 0
         ex = Exchange(
             n=n, received=received, start=start, body=body, reply=reply, faults=faults, prompt_tokens=len(tokens),
-            cached_tokens=self.cache.lookup(tokens), ttft=draw(timing.ttft_seconds, rng),
+            cached_tokens=cached, ttft=draw(timing.ttft_seconds, rng) + prefill,
             rate=draw(timing.decode_tokens_per_second, rng), rng=rng, engine=self.engine,
             prompt_tokens_details=self.engine == "llama-server" or (
                 self.engine == "vllm" and self.scenario.cache.prompt_tokens_details),
