@@ -234,4 +234,17 @@ def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list
     problems = sorted({task_id for cells in matrix.values() for task_id in cells})
     return {"rows": rows, "choice": recommendation.choice, "why": recommendation.why, "names": names,
             "problems": [{"task_id": t, "cells": [matrix[n].get(t) for n in names]} for t in problems[:TABLE_ROWS]],
-            "problems_total": len(problems)}
+            "problems_total": len(problems), **sessions_view(found)}
+
+
+def sessions_view(found: list[Standing]) -> dict[str, Any]:
+    """The sessions gate of each configuration that ran it: its table per level, and one chart over them all."""
+    ramps = {s.name: gate.levels for s in found for gate in s.gates if gate.levels}
+    if not ramps:
+        return {"sessions": [], "sessions_chart": None}
+    chart = charts.render([
+        (charts.plot_sessions, (ramps, "cross_turn_hit_rate", "Cross-turn hit rate of later turns", "hit rate")),
+        (charts.plot_sessions, (ramps, "ttft_p95_s", "TTFT p95 of later turns", "seconds")),
+    ], size=(9, 5.5))
+    return {"sessions": [{"name": name, "levels": [level.model_dump(exclude={"turns"}) for level in levels]}
+                         for name, levels in ramps.items()], "sessions_chart": chart}

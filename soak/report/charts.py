@@ -13,7 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
+from soak.record.schema import SessionLevel  # noqa: E402
 from soak.report import series  # noqa: E402
 
 DPI = 96
@@ -248,3 +250,19 @@ def plot_per_run(ax: Any, values: dict[str, pd.Series], title: str, ylabel: str)
     ax.boxplot(list(values.values()), showfliers=False)
     ax.set_xticks(range(1, len(values) + 1), list(values), fontsize=8)
     ax.set(title=title, ylabel=ylabel)
+
+
+def plot_sessions(ax: Any, ramps: dict[str, list[SessionLevel]], measure: str, title: str, ylabel: str) -> None:
+    """One line per configuration over the sessions gate's ramp; a hollow marker is a level that was not warm."""
+    ramps = {name: [level for level in levels if getattr(level, measure) is not None] for name, levels in ramps.items()}
+    if not any(ramps.values()):
+        return no_data(ax, title)
+    for name, levels in ramps.items():
+        counts, values = [level.sessions for level in levels], [getattr(level, measure) for level in levels]
+        (line,) = ax.plot(counts, values, label=name)
+        ax.scatter(counts, values, color=line.get_color(), zorder=3,
+                   facecolors=[line.get_color() if level.warm else "none" for level in levels])
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set(title=title, xlabel="concurrent sessions", ylabel=ylabel)
+    ax.legend(fontsize=7)
