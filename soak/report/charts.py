@@ -13,7 +13,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from soak.record.schema import SessionLevel  # noqa: E402
 from soak.report import series  # noqa: E402
@@ -262,7 +261,9 @@ def plot_sessions(ax: Any, ramps: dict[str, list[SessionLevel]], measure: str, t
         (line,) = ax.plot(counts, values, label=name)
         ax.scatter(counts, values, color=line.get_color(), zorder=3,
                    facecolors=[line.get_color() if level.warm else "none" for level in levels])
+    counts = sorted({level.sessions for levels in ramps.values() for level in levels})
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xticks(counts, [str(count) for count in counts])
+    ax.set_ylim(bottom=0)
     ax.set(title=title, xlabel="concurrent sessions", ylabel=ylabel)
     ax.legend(fontsize=7)

@@ -117,7 +117,8 @@ def render_runs(runs: list[RunRecord], out: Path, *, k: float = 3.0,
                "runs": [{**v["headline"], "revision": revision_figures(v["revision"])} for v in views]}
     if swept:
         summary["sweep"] = {"recommendation": swept["choice"], "why": swept["why"],
-                            "configurations": [jsonable(row) for row in swept["rows"]]}
+                            "configurations": [jsonable(row) for row in swept["rows"]],
+                            "sessions": jsonable(swept["sessions"])}
     write_atomic(page.parent / "summary.json", json.dumps(summary, indent=2) + "\n")
     return page
 

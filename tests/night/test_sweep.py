@@ -315,3 +315,37 @@ def test_a_sweep_stopped_while_a_stack_starts_stops_that_stack_too(tmp_path):
     assert sweep.returncode == 130, output[-3000:]
     server.wait(timeout=30)  # the server soak had started is gone, not left running
     assert sweep_json(data, "early")["configurations"][0]["status"] == "running"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_sweep_compares_two_cache_sizes_by_the_sessions_they_keep_warm(tmp_path):
+    """Two sims that differ only in their prefix cache's capacity: the larger keeps 4 sessions warm, the smaller 2,
+    and the report charts and tabulates both ramps."""
+    data = tmp_path / "data"
+    (tmp_path / "soak.toml").write_text(textwrap.dedent("""
+        [gates]
+        session_system_tokens = 100
+        session_start_tokens = 200
+        session_turn_tokens = 100
+        session_answer_tokens = 8
+        session_turns = 3
+        session_think_seconds = 0.2
+        sessions_ramp = [1, 2, 4, 8]
+        min_warm_sessions = 4
+        """))
+    body = (sim_configuration("cache-small", tmp_path, CLEAN + "[cache]\ncapacity_blocks = 60\n")
+            + sim_configuration("cache-large", tmp_path, CLEAN + "[cache]\ncapacity_blocks = 110\n"))
+    path = write_sweep(tmp_path, body, head='base = "soak.toml"\ntasks = 1\ngates = ["sessions"]\n')
+    result = soak_command("sweep", str(path), "--sweep-id", "cliff", "--quiet", cwd=tmp_path, data=data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "recommendation: cache-large" in result.stdout
+    assert "failed its gates: sessions 2 sessions (threshold >= 4)" in result.stdout
+    report = soak_command("report", "cliff", cwd=tmp_path, data=data)
+    assert report.returncode == 0, report.stderr
+    summary = json.loads((tmp_path / "reports" / "cliff" / "summary.json").read_text())["sweep"]
+    ramps = {c["name"]: [(level["sessions"], level["warm"]) for level in c["levels"]] for c in summary["sessions"]}
+    assert ramps == {"cache-small": [(1, True), (2, True), (4, False)],
+                     "cache-large": [(1, True), (2, True), (4, True), (8, False)]}
+    html = (tmp_path / "reports" / "cliff" / "index.html").read_text()
+    assert "Sessions until the cliff" in html and 'alt="cross-turn hit rate and TTFT p95' in html
