@@ -187,15 +187,17 @@ def test_llama_server_cache_counts_only_a_finished_build(tmp_path):
 # --- vLLM ----------------------------------------------------------------------------------------
 
 
-def served(engine: str, home: Path, setup_timeout: float, ready_timeout: float) -> Iterator[int]:
-    """`soak engine setup ENGINE` (cached), then one `soak engine serve ENGINE` until the generator is closed."""
+def served(engine: str, home: Path, setup_timeout: float, ready_timeout: float, extra: tuple[str, ...] = ()
+           ) -> Iterator[int]:
+    """`soak engine setup ENGINE` (cached), then one `soak engine serve ENGINE` (the server's own `extra` flags)
+    until the generator is closed."""
     skip_if_unwanted()
     setup = soak("engine", "setup", engine, cwd=home, timeout=setup_timeout)
     if setup.returncode != 0:
         unavailable(f"{engine} cannot be set up here: {setup.stderr.strip()[-500:]}")
     port, log = free_port(), home / f"{engine}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([SOAK, "engine", "serve", engine, "--port", str(port)], cwd=home,
+        process = subprocess.Popen([SOAK, "engine", "serve", engine, "--port", str(port), "--", *extra], cwd=home,
                                    env=environment(home), stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -403,6 +405,58 @@ class TestLlamaServer:
         assert "<h2>Server" in (tmp_path / "report" / "index.html").read_text()
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/health", timeout=5)
+
+
+SESSIONS_GATE = """
+[gates]
+session_system_tokens = 50
+session_start_tokens = 250
+session_turn_tokens = 60
+session_answer_tokens = 8
+session_turns = 3
+session_think_seconds = 0.5
+sessions_ramp = [1, 2, 4]
+min_warm_sessions = 4
+session_max_ttft_p95_seconds = 300
+"""
+"""Sessions of about 300 to 560 tokens, a few MiB each in llama-server's prompt cache: 16 MiB keeps one warm, 64 MiB
+four (and not eight). The TTFT limit is loose: on 2 CPU cores the queue of one slot, not the cache, would decide
+it; here the server's cached-token counts do."""
+
+
+def sessions_gate(port: int, home: Path) -> dict:
+    (home / "sessions.toml").write_text(SESSIONS_GATE)
+    result = soak("gate", "sessions", "--config", "sessions.toml", "--base-url", f"http://127.0.0.1:{port}/v1",
+                  "--model", EMBEDDED_MODEL, "-o", "sessions.json", cwd=home, timeout=1200)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    (gate,) = json.loads((home / "sessions.json").read_text())["gates"]
+    return gate
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.timeout(2700)
+def test_llama_server_keeps_more_sessions_warm_when_its_cache_ram_grows(tmp_path):
+    """One slot: every session but the one in the slot lives in the host-RAM prompt cache (--cache-ram, MiB), so
+    its size sets how many sessions stay warm, by llama-server's own cached-token counts."""
+    measured = {}
+    for cache_ram in ("16", "64"):
+        home = tmp_path / f"cache-ram-{cache_ram}"
+        home.mkdir()
+        server = served("llama-server", home, setup_timeout=2400, ready_timeout=300,
+                        extra=("--parallel", "1", "--cache-ram", cache_ram))
+        port = next(server)
+        try:
+            gate = sessions_gate(port, home)
+        finally:
+            server.close()
+        assert all(level["source"] == "usage" for level in gate["levels"]), gate  # per-request cached tokens
+        first, last = gate["levels"][0], gate["levels"][-1]
+        assert first["warm"] and first["cross_turn_hit_rate"] > 0.9, gate
+        if not last["warm"]:
+            assert last["cross_turn_hit_rate"] < 0.5 and last["full_price_turns"] >= last["sessions"], gate
+        measured[cache_ram] = gate["measured"]
+    assert 1 <= measured["16"] < measured["64"], measured
 
 
 # --- llama.cpp (llama-cpp-python) ----------------------------------------------------------------
