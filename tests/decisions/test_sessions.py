@@ -14,7 +14,7 @@ from soak.decisions.probe import GateResult, Probe
 from soak.decisions.sessions import gate_sessions
 from soak.llm.client import ChatEndpoint
 from soak.record.schema import GateRecord
-from soak.sim.scenario import Cache, Scenario, Timing
+from soak.sim.scenario import Cache, Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
 from tests.conftest import EXERCISM_SUITE
 
@@ -129,3 +129,20 @@ def test_a_slow_first_token_makes_a_level_cold_even_with_every_token_cached(tmp_
 def test_a_bad_ramp_is_one_line_and_exit_2(args, message):
     result = gate(*args, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.slow  # the default session sizes: about a minute
+def test_the_shipped_sessions_scenario_has_its_cliff_at_four_with_the_default_probe(tmp_path):
+    server = SimServer(load_scenario("sessions"), suite=EXERCISM_SUITE)
+    url = server.start()
+    try:
+        out = tmp_path / "gates.json"
+        result = gate("sessions", "--base-url", url, "--model", "m", "-o", str(out))
+    finally:
+        server.stop()
+    (record,) = json.loads(out.read_text())["gates"]
+    assert result.exit_code == 0 and record["measured"] == 4, result.output
+    cold = record["levels"][-1]
+    assert cold["sessions"] == 8 and not cold["warm"] and cold["full_price_turns"] > 0
+    # Re-prefilling costs TTFT at the scenario's prefill rate: the cold level's slowest turns wait seconds.
+    assert cold["ttft_p95_s"] > 2 * record["levels"][0]["ttft_p95_s"]

@@ -51,6 +51,32 @@ SHORT_REPLIES = "max_tokens = 128"
 reused prompt prefix the cache counters must show) then never comes."""
 
 
+SESSIONS_GATE = """
+[gates]
+session_system_tokens = 50
+session_start_tokens = 250
+session_turn_tokens = 60
+session_answer_tokens = 8
+session_turns = 3
+session_think_seconds = 0.5
+sessions_ramp = [1, 2, 4]
+min_warm_sessions = 4
+session_max_ttft_p95_seconds = 300
+"""
+"""Sessions of about 300 to 560 tokens, a few MiB each in llama-server's prompt cache: 16 MiB keeps one warm, 64 MiB
+four (and not eight). The TTFT limit is loose: on 2 CPU cores the queue of one slot, not the cache, would decide
+it; here the server's cached-token counts do."""
+
+
+def sessions_gate(port: int, home: Path) -> dict:
+    (home / "sessions.toml").write_text(SESSIONS_GATE)
+    result = soak("gate", "sessions", "--config", "sessions.toml", "--base-url", f"http://127.0.0.1:{port}/v1",
+                  "--model", EMBEDDED_MODEL, "-o", "sessions.json", cwd=home, timeout=1200)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    (gate,) = json.loads((home / "sessions.json").read_text())["gates"]
+    return gate
+
+
 def unavailable(reason: str) -> None:
     """Locally an engine that cannot be set up is skipped with its reason; in CI it is a failure."""
     if IN_CI:
@@ -303,21 +329,30 @@ stack.servers = [{{name = "vllm", up = {json.dumps(up)}, base_url = "{base_url}"
 @pytest.mark.slow
 @pytest.mark.timeout(3000)
 def test_a_sweep_of_vllm_with_prefix_caching_on_and_off_finds_the_cache_from_the_real_counters(tmp_path):
-    """Two configurations of the real vLLM CPU engine, one stack after the other: the prefix-twin gate reads
-    vLLM's own counters, a high hit rate with caching on and none with it off, and the sweep keeps the one on."""
+    """Two configurations of the real vLLM CPU engine with a small KV cache (16 blocks of 128 tokens), one stack
+    after the other: the prefix-twin gate reads vLLM's own counters, a high hit rate with caching on and none with it
+    off; the sessions gate finds that two sessions stay warm with caching on and none with it off; and the sweep
+    keeps the one on."""
     skip_if_unwanted()
     setup = soak("engine", "setup", "vllm", cwd=tmp_path, timeout=1500)
     if setup.returncode != 0:
         unavailable(f"vllm cannot be set up here: {setup.stderr.strip()[-500:]}")
     # The gates decide here; a short attempt is enough to show each configuration's night ran.
-    (tmp_path / "soak.toml").write_text(BUDGETS.replace("task_seconds = 150", "task_seconds = 60"))
-    sweep = ('base = "soak.toml"\ntasks = 1\ngates = ["prefix-twin"]\n' + vllm_configuration("prefix-on")
-             + vllm_configuration("prefix-off", "--no-enable-prefix-caching"))
+    (tmp_path / "soak.toml").write_text(BUDGETS.replace("task_seconds = 150", "task_seconds = 60") + SESSIONS_GATE
+                                        .replace("min_warm_sessions = 4", "min_warm_sessions = 1"))
+    small_kv = "--max-model-len 2048 --num-gpu-blocks-override 16"
+    sweep = ('base = "soak.toml"\ntasks = 1\ngates = ["prefix-twin", "sessions"]\n'
+             + vllm_configuration("prefix-on", small_kv)
+             + vllm_configuration("prefix-off", f"{small_kv} --no-enable-prefix-caching"))
     (tmp_path / "sweep.toml").write_text(sweep)
     result = soak("sweep", "sweep.toml", "--sweep-id", "apc", "--quiet", cwd=tmp_path, timeout=2700)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "recommendation: prefix-on" in result.stdout
     plan = json.loads((tmp_path / "data" / "sweeps" / "apc" / "sweep.json").read_text())
+    sessions = {c["name"]: c["gate_results"][1] for c in plan["configurations"]}
+    assert sessions["prefix-on"]["measured"] >= 1 and sessions["prefix-off"]["measured"] == 0, sessions
+    on, off = sessions["prefix-on"]["levels"], sessions["prefix-off"]["levels"]
+    assert on[0]["cross_turn_hit_rate"] > 0.5 and off[0]["cross_turn_hit_rate"] == 0, sessions
     gates = {c["name"]: c["gate_results"][0] for c in plan["configurations"]}
     assert gates["prefix-on"]["passed"] and gates["prefix-on"]["measured"] >= 0.5, gates
     assert not gates["prefix-off"]["passed"] and gates["prefix-off"]["measured"] is not None, gates
@@ -405,32 +440,6 @@ class TestLlamaServer:
         assert "<h2>Server" in (tmp_path / "report" / "index.html").read_text()
         with pytest.raises(httpx2.ConnectError):
             httpx2.get(f"http://127.0.0.1:{port}/health", timeout=5)
-
-
-SESSIONS_GATE = """
-[gates]
-session_system_tokens = 50
-session_start_tokens = 250
-session_turn_tokens = 60
-session_answer_tokens = 8
-session_turns = 3
-session_think_seconds = 0.5
-sessions_ramp = [1, 2, 4]
-min_warm_sessions = 4
-session_max_ttft_p95_seconds = 300
-"""
-"""Sessions of about 300 to 560 tokens, a few MiB each in llama-server's prompt cache: 16 MiB keeps one warm, 64 MiB
-four (and not eight). The TTFT limit is loose: on 2 CPU cores the queue of one slot, not the cache, would decide
-it; here the server's cached-token counts do."""
-
-
-def sessions_gate(port: int, home: Path) -> dict:
-    (home / "sessions.toml").write_text(SESSIONS_GATE)
-    result = soak("gate", "sessions", "--config", "sessions.toml", "--base-url", f"http://127.0.0.1:{port}/v1",
-                  "--model", EMBEDDED_MODEL, "-o", "sessions.json", cwd=home, timeout=1200)
-    assert result.returncode in (0, 1), result.stdout + result.stderr
-    (gate,) = json.loads((home / "sessions.json").read_text())["gates"]
-    return gate
 
 
 @pytest.mark.engine
