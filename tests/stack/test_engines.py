@@ -256,6 +256,9 @@ class TestVllm:
         assert found["/metrics"][0].endswith("(vllm)"), found["/metrics"]
         assert found["prefix caching"][0].startswith("prefix-twin"), found["prefix caching"]
         assert "hit rate" in found["prefix caching"][0] and not found["prefix caching"][1]
+        # vllm:cache_config_info: soak's 2 GiB of KV cache (VLLM_CPU_KVCACHE_SPACE) in 128-token blocks.
+        assert found["cache settings"][0] == "vLLM: prefix caching on, KV cache 93184 tokens (728 blocks of 128)"
+        assert found["warm sessions"][0] == "4 sessions of 8192 tokens: stay warm (room for 11)"
         # SmolLM2 answers in plain text through the hermes parser: no tool call, never a broken one. Named in
         # tool_choice, vLLM's structured output does not rescue it (doctor shows that probe too), so no advice to.
         tools, advice = found["tool calls"]
@@ -399,6 +402,12 @@ class TestLlamaServer:
         assert found["/metrics"][0].endswith("(llamacpp)"), found["/metrics"]
         # Prefix caching measured from llama-server's cached-token counter, not merely "not measurable".
         assert "hit rate" in found["prefix caching"][0] and not found["prefix caching"][1], found["prefix caching"]
+        # Slots and context per slot from /props and /slots, a token's size from the header of the model file /props
+        # names; the cache RAM is llama-server's default, as no up command in a soak.toml says otherwise here.
+        assert found["cache settings"][0] == (
+            "llama-server: 4 slot(s) of 8192 tokens (one shared KV pool), cache RAM 8192 MiB (the default, assumed: no "
+            "up command in soak.toml starts this endpoint), 22.5 KiB a token")
+        assert found["warm sessions"][0] == "4 sessions of 8192 tokens: stay warm (room for 45)"
         tools, _ = found["tool calls"]
         assert not any(bad in tools for bad in VERDICTS - {"none", "ok"}), tools
 
