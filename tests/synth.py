@@ -178,10 +178,29 @@ def build_run(
         config={
             "endpoints": {"default": {"base_url": "http://127.0.0.1:8000/v1", "model": model}},
             "roles": {"orchestrator": "default", "coder": "default"}, "mode": "delegate",
-            "budgets": {"task_seconds": 600, "max_calls": 24},
+            "budgets": {"task_seconds": 600, "max_calls": 24, "stale_seconds": 360},
             "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
         },
     )
+    write_atomic(layout.info, info.model_dump_json(indent=2))
+    return folder
+
+
+def calls_run(root: Path, calls: list[CallRow], *, run_id: str = "calls", stale_seconds: float = 360.0,
+              host: dict | None = None) -> Path:
+    """A run folder of the given calls, one passed attempt per (task, cycle) they name, the stale budget in its
+    config and `host` in run.json: for the figures taken from calls.csv."""
+    folder = root / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    layout = RunLayout(folder)
+    attempts = sorted({(call.task_id, call.cycle) for call in calls})
+    write_rows(layout.tasks, TaskRow, [
+        TaskRow(run_id=run_id, cycle=cycle, task_id=task_id, suite="builtin", started_at=START, ended_at=START + 60,
+                duration_s=60, outcome="pass", rounds=1) for task_id, cycle in attempts])
+    write_rows(layout.calls, CallRow, calls)
+    info = RunInfo(run_id=run_id, created_at=START, started_at=START, ended_at=START + 3600,
+                   limits=RunLimits(max_tasks=len(attempts)), host=host or {},
+                   config={"mode": "agent" if host else "delegate", "budgets": {"stale_seconds": stale_seconds}})
     write_atomic(layout.info, info.model_dump_json(indent=2))
     return folder
 

@@ -29,11 +29,20 @@ class Adapter(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     stale_env: tuple[str, ...] = ()
     """The agent's own stream-stale watchdog variables, set from `[agent] stale_seconds` when given."""
+    stale_default_seconds: float | None = None
+    """The agent's own stream-stale watchdog when `[agent] stale_seconds` is unset, as it applies against soak's
+    proxy (a loopback URL); None when none is known."""
     home_files: dict[str, Any] = Field(default_factory=dict)
     """Files written into the temporary HOME before each run (a dict is written as JSON, which YAML reads too)."""
     transcripts: tuple[str, ...] = ()
     """Globs under HOME copied into the attempt's folder afterwards: the agent's own log of what it did."""
     python: str = "3.11"
+
+    def watchdog_seconds(self, configured: float | None) -> float | None:
+        """How long the agent waits for a chunk before it gives up on a stream: `[agent] stale_seconds` where soak
+        passes it on (its `stale_env`, or `{stale_seconds}` in its command), else its own default."""
+        passed_on = bool(self.stale_env) or any("{stale_seconds}" in part for part in self.command)
+        return configured if configured is not None and passed_on else self.stale_default_seconds
 
 
 COMMON_ENV = {
@@ -52,6 +61,9 @@ HERMES = Adapter(
              "--toolsets", "terminal,file", "--usage-file", "{home}/usage.json"],
     env={"HERMES_HOME": "{home}/.hermes"},
     stale_env=("HERMES_STREAM_STALE_TIMEOUT", "HERMES_LOCAL_STREAM_STALE_TIMEOUT"),
+    # HERMES_STREAM_STALE_TIMEOUT's default of 180 s becomes HERMES_LOCAL_STREAM_STALE_TIMEOUT's 900 s against a
+    # local endpoint, which the proxy on 127.0.0.1 is.
+    stale_default_seconds=900,
     home_files={".hermes/config.yaml": {
         # Hermes refuses a context window under 64K whatever the model has; max_tokens or it asks for 65536.
         "model": {"provider": "custom", "default": "{model}", "base_url": "{base_url}", "api_key": "{api_key}",

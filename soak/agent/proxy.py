@@ -210,8 +210,7 @@ class ProxiedCall:
                 if not chunk:
                     break
                 now = time.perf_counter()
-                if got.first_byte is None:
-                    got.first_byte = now
+                got.received(now)
                 if b"\n" in chunk:
                     *lines, pending = (pending + chunk).split(b"\n")
                     self._parse(lines, got, now)

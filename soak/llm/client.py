@@ -278,8 +278,7 @@ class ChatEndpoint:
             if (clock := loop.time()) >= rearm:
                 watchdog.reschedule(clock + self.stale_seconds + slack)
                 rearm = clock + slack
-            if got.first_byte is None:
-                got.first_byte = now
+            got.received(now)
             if not line.startswith("data:"):
                 continue
             payload = line[5:].strip()

@@ -70,6 +70,9 @@ class Reply:
         self.started_at = time.time()
         self.start = time.perf_counter()
         self.first_byte: float | None = None
+        self.last_byte: float | None = None
+        self.max_gap = 0.0
+        """Longest silence between two pieces of a stream so far."""
         self.first_token: float | None = None
         self.last_token: float | None = None
         self.token_chunks = 0
@@ -84,6 +87,14 @@ class Reply:
     def sent(self) -> None:
         """The request goes out now: the clock starts here, so client-side queueing is not counted as TTFT."""
         self.started_at, self.start = time.time(), time.perf_counter()
+
+    def received(self, now: float) -> None:
+        """A piece of a stream arrived at `now`: its first byte, or the end of a silence since the last piece."""
+        if self.last_byte is None:
+            self.first_byte = now
+        else:
+            self.max_gap = max(self.max_gap, now - self.last_byte)
+        self.last_byte = now
 
     def event(self, data: dict[str, Any], now: float) -> None:
         """One chunk of a stream, taken at `now` (when its line arrived)."""
@@ -188,6 +199,11 @@ class Reply:
         def since(moment: float | None) -> float | None:
             return None if moment is None else moment - self.start
 
+        max_gap = None
+        if stream and self.last_byte is not None:
+            # A stream cut for silence was silent from its last piece to the cut.
+            max_gap = max(self.max_gap, end - self.last_byte) if status == "stalled" else self.max_gap
+
         decode_tps = self.server_tps
         tokens, first, last = usage["completion_tokens"], self.first_token, self.last_token
         spread = bool(tokens) and self.token_chunks >= max(3, tokens / MAX_TOKENS_PER_CHUNK)
@@ -197,7 +213,8 @@ class Reply:
             run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, retry=retry, role=role,
             endpoint=endpoint, model=model, stream=stream, started_at=self.started_at,
             first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
-            duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens, finish_reason=finish,
+            max_gap_s=max_gap, duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens,
+            finish_reason=finish,
             tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
             reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error,
             estimated_completion_tokens=estimated, **usage,

@@ -128,7 +128,7 @@ class ScriptedModel:
             prompt = tokens_in("".join(str(m.get("content") or "") for m in messages))
         # The reply as one streamed chunk plus (unless usage=False) the usage chunk, read by the client's own Reply.
         now = time.perf_counter()
-        got.first_byte = now
+        got.received(now)
         delta = {"role": "assistant", "content": say.content, "reasoning_content": say.reasoning, "tool_calls": calls}
         got.event({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, now)
         if self.usage:

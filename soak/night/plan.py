@@ -150,12 +150,17 @@ def host() -> dict[str, Any]:
 
 
 def agent_host(config: SoakConfig) -> dict[str, Any]:
-    """What the host offers an external agent: its isolation kind (the report tells an uncontained night by it)."""
+    """What the host offers an external agent: its isolation kind (the report tells an uncontained night by it); and
+    the agent's own stale-stream watchdog as it runs here (None when none is known), which the report sets the
+    night's longest silences against."""
     if config.mode != "agent":
         return {}
+    from soak.agent.adapters import adapter_for
     from soak.agent.external import agent_isolation
 
-    return {"agent_isolation": agent_isolation(config)}
+    adapter = adapter_for(config.agent.name)
+    return {"agent_isolation": agent_isolation(config), "agent_name": adapter.name,
+            "agent_stale_seconds": adapter.watchdog_seconds(config.agent.stale_seconds)}
 
 
 def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:

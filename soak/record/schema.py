@@ -4,11 +4,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
-folder stays readable (the columns at their defaults); a resume refuses it (its tasks.csv lacks the columns)."""
+folder stays readable (the columns at their defaults); a resume refuses it (its tasks.csv lacks the columns).
+4: calls.csv's `max_gap_s`. An older folder stays readable (the column empty: unknown); a resume refuses it (its
+calls.csv lacks the column)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -163,6 +165,10 @@ class CallRow(Row):
     ttft_s: float | None = None
     """First content, reasoning or tool-call token, from the request start."""
     last_token_s: float | None = None
+    max_gap_s: float | None = None
+    """Longest silence of a streamed reply after its first byte: between two pieces received, or up to the cut of a
+    stream cut as stalled; None for an unstreamed reply or one that sent no byte. Beside first_byte_s, the silences
+    an agent's stale-stream watchdog (no chunk for N s) would have timed."""
     duration_s: float
     decode_tps: float | None = None
     prompt_tokens: int | None = None

@@ -1,5 +1,6 @@
 """What every later stage shows of a record: the per-problem table (route, compare and the report read the same
-one), and how long something took as text (the live view, `soak status`/`runs`, the report)."""
+one), the trust figures, the headroom against the watchdogs that cut a silent stream, and how long something took
+as text (the live view, `soak status`/`runs`, the report)."""
 
 import math
 from typing import Any, get_args
@@ -115,6 +116,81 @@ def trust(tasks: pd.DataFrame) -> dict[str, Any]:
         "unverified_claims": int(model["unverified_claim"].astype(bool).sum()),
         "noop_rounds": int(model["noop_rounds"].sum()), "repeated_calls": int(model["repeated_calls"].sum()),
     }
+
+
+REPREFILL_PROMPT_TOKENS = 2048
+"""A prompt at least this long (counted by the server) takes seconds to prefill again on a busy or CPU-bound stack,
+enough to move the first byte towards a watchdog; a shorter one costs little whether cached or not."""
+REPREFILL_HIT = 0.1
+"""A later turn with less than this share of its prompt served from the prefix cache prefilled its history again:
+its conversation's prefix had been evicted (the system prompt and tools alone make a few percent)."""
+WATCHDOG_SHARE = 0.5
+"""A longest silence above this share of the smallest watchdog is one slower turn (a longer history, a busier
+server, an evicted cache) from a cut stream."""
+CALL_KEY = ["task_id", "cycle", "session", "call_index", "role"]
+"""Which call a figure came from: its attempt (task_id, cycle, session), its position and its role."""
+
+
+def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
+    """The call with the largest `column`: the value as `seconds` beside the call's CALL_KEY; None if no call has
+    one."""
+    values = calls[column].dropna()
+    if values.empty:
+        return None
+    row = calls.loc[values.idxmax()]
+    return {"seconds": float(row[column]), "task_id": str(row["task_id"]), "cycle": int(row["cycle"]),
+            "session": int(row["session"]), "call_index": int(row["call_index"]), "role": str(row["role"])}
+
+
+def headroom(calls: pd.DataFrame, stale_budget: float | None, agent: str = "",
+             agent_watchdog: float | None = None) -> dict[str, Any]:
+    """How close the night's streams came to being cut for silence: the longest wait for a first byte (max of
+    `first_byte_s`) and the longest gap between bytes (max of `max_gap_s`), each with its call, its `share` of the
+    smallest watchdog and whether that is above WATCHDOG_SHARE (`tight`), beside soak's stale budget and the agent's
+    own watchdog (None when not known); `stalled` counts the calls cut for silence, whose waits were at least the
+    stale budget."""
+    smallest = min((seconds for seconds in (stale_budget, agent_watchdog) if seconds), default=None)
+    figures = {"first_byte": longest(calls, "first_byte_s"), "gap": longest(calls, "max_gap_s")}
+    for figure in figures.values():
+        if figure is not None:
+            figure["share"] = figure["seconds"] / smallest if smallest else None
+            figure["tight"] = figure["share"] is not None and figure["share"] > WATCHDOG_SHARE
+    return {**figures, "stale_budget": stale_budget, "agent": agent, "agent_watchdog": agent_watchdog,
+            "stalled": int((calls["status"] == "stalled").sum()),
+            "tight": any(figure is not None and figure["tight"] for figure in figures.values())}
+
+
+def later_turns(calls: pd.DataFrame) -> pd.Series:
+    """Calls made after an answered call of the same attempt and role: that conversation's prefix had been prefilled
+    once, so the server could serve it from its prefix cache."""
+    ordered = calls.sort_values(["call_index", "retry"], kind="stable")
+    answered = (ordered["status"] == "ok").astype(int)
+    before = answered.groupby([ordered[key] for key in ("task_id", "cycle", "session", "role")]).cumsum() - answered
+    return (before > 0).reindex(calls.index, fill_value=False)
+
+
+def long_later_turns(calls: pd.DataFrame) -> pd.Series:
+    return later_turns(calls) & (calls["prompt_tokens"] >= REPREFILL_PROMPT_TOKENS)
+
+
+def reprefilled_turns(calls: pd.DataFrame) -> pd.DataFrame:
+    """Later turns with a long prompt of which the server served under REPREFILL_HIT from its prefix cache: the
+    whole history prefilled again, longest first-byte wait first. Calls without cached_tokens are not judged."""
+    hit = calls["cached_tokens"] / calls["prompt_tokens"].where(calls["prompt_tokens"] > 0)
+    found = calls[long_later_turns(calls) & (hit < REPREFILL_HIT)]
+    return found.sort_values("first_byte_s", ascending=False, kind="stable", na_position="last")[
+        [*CALL_KEY, "retry", "started_at", "prompt_tokens", "cached_tokens", "first_byte_s"]].reset_index(drop=True)
+
+
+def reprefill(calls: pd.DataFrame) -> dict[str, Any]:
+    """How many later turns with a long prompt prefilled their history again (`count`), of those whose cached tokens
+    the server reported (`of`); `unreported` counts those it did not. `count` is None when the server reported
+    cached tokens for no call of the night (vLLM without --enable-prompt-tokens-details): unknown, not zero."""
+    reported = calls["cached_tokens"].notna()
+    long = long_later_turns(calls)
+    return {"count": len(reprefilled_turns(calls)) if reported.any() else None, "of": int((long & reported).sum()),
+            "unreported": int((long & ~reported).sum()), "min_prompt_tokens": REPREFILL_PROMPT_TOKENS,
+            "max_hit": REPREFILL_HIT}
 
 
 def span_text(seconds: float | None) -> str:

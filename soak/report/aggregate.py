@@ -8,8 +8,9 @@ import pandas as pd
 
 from soak.record.read import RunRecord
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
-from soak.record.summary import OUTCOMES, problem_table, span_text, trust, with_calls
+from soak.record.summary import OUTCOMES, headroom, problem_table, reprefill, span_text, trust, with_calls
 from soak.report import series
+from soak.report.headroom import headroom_lines, watchdogs
 
 PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",
                 "outcomes", "last_error_kind", "route", "false_successes", "honest_aborts", "cheats", "tampered",
@@ -291,6 +292,7 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "memory": {row["series"]: {"growth_mb": row["growth_mb"], "hours": row["hours"]}
                    for row in memory.to_dict("records")},
     }
+    figures["headroom"], figures["reprefilled"] = headroom(calls, *watchdogs(run)), reprefill(calls)
     figures["memory_flat"], memory_line = memory_verdict(memory, run.samples)
     figures["verdicts"] = verdicts(figures, memory_line)
     return jsonable(figures)
@@ -325,6 +327,7 @@ def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
     if h["sessions"] > 1:
         lines.append(f"resumed {h['sessions'] - 1} times")
     lines += trust_lines(h["trust"])
+    lines += headroom_lines(h["headroom"], h["reprefilled"])
     lines.append(memory_line)
     lines.append(f"self-healing fired {h['restarts']} times ({h['downs']} down, {h['health_fails']} health failures)")
     lines.append(f"mangled tool calls: {h['mangled_tool_calls']} of {h['calls']} calls")

@@ -9,7 +9,7 @@ from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import honest_aborts, problem_table
 from soak.report import aggregate as agg
-from soak.report import charts, series
+from soak.report import charts, headroom, series
 from soak.report.transcripts import mangled_tool_calls
 
 TABLE_ROWS = 200
@@ -155,6 +155,8 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
         "problems": records(problems, TABLE_ROWS), "problems_total": len(problems),
         "judging": judging_view(tasks),
         "claims": claims_view(tasks),
+        "reprefilled": records(headroom.listing(run.calls), TABLE_ROWS),
+        "against": headroom.smallest_text(head["headroom"]),
         "timeline": timeline(run, clock),
         "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
         "server": server_charts(run, clock),

@@ -19,6 +19,7 @@ from soak.record.summary import span_text
 from soak.report import pages, revision
 from soak.report.aggregate import jsonable
 from soak.report.build import comparison_view, run_view, sweep_view
+from soak.report.headroom import SILENCES, seconds_text
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -49,9 +50,9 @@ def environment(site: "pages.Site | None" = None) -> jinja2.Environment:
         loader=jinja2.PackageLoader("soak.report", "."), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, when=_when, since=_since, span=span_text)
+    env.filters.update(num=_num, pct=_pct, when=_when, since=_since, span=span_text, seconds=seconds_text)
     site = site or pages.Site(pages=False)
-    env.globals.update(attempt_href=site.attempt, problem_href=site.problem)
+    env.globals.update(attempt_href=site.attempt, problem_href=site.problem, silences=SILENCES)
     return env
 
 

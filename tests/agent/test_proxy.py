@@ -36,10 +36,12 @@ MODELS = b'{"object":"list","data":[{"id":"sim","object":"model"}]}'
 @dataclass
 class Upstream:
     """A scripted OpenAI-compatible server that keeps what it received; `hold` makes a stream wait after its
-    first chunk until it is set, and `hung_up` is set when the proxy closes a stream's connection."""
+    first chunk until it is set, `pause_seconds` makes it go silent that long there, and `hung_up` is set when the
+    proxy closes a stream's connection."""
 
     received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     hold: asyncio.Event | None = None
+    pause_seconds: float = 0.0
     error: tuple[int, bytes] | None = None
     hung_up: asyncio.Event = field(default_factory=asyncio.Event)
     chunks: list[bytes] = field(default_factory=lambda: CHUNKS)
@@ -60,6 +62,8 @@ class Upstream:
                 await response.write(chunk)
                 if index == 0 and self.hold is not None:
                     await self.hold.wait()
+                if index == 0 and self.pause_seconds:
+                    await asyncio.sleep(self.pause_seconds)
         except asyncio.CancelledError:
             self.hung_up.set()
             raise
@@ -154,6 +158,19 @@ def test_a_stream_passes_byte_for_byte_with_the_real_key_added_and_becomes_a_row
     run(upstream, test)
 
 
+def test_the_longest_silence_after_the_first_byte_is_recorded():
+    upstream = Upstream(pause_seconds=0.3)
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(STREAM)
+        assert reply.content == b"".join(CHUNKS)
+        [row] = rig.rows
+        # The chunk before the pause may reach the proxy later than the one after it left the upstream.
+        assert row.status == "ok" and 0.15 < row.max_gap_s < row.duration_s - row.first_byte_s
+
+    run(upstream, test)
+
+
 def test_an_unreadable_line_passes_unchanged_and_the_rest_of_its_read_is_still_recorded():
     chunks = [CHUNKS[0], CHUNKS[1].replace(b"\n\ndata: ", b"\n\ndata: {not json\n\ndata: ", 1), *CHUNKS[2:]]
     upstream = Upstream(chunks=chunks)
@@ -175,7 +192,7 @@ def test_a_whole_reply_passes_unchanged_and_becomes_a_row():
         assert reply.status_code == 200 and reply.content == WHOLE
         await settled(rig.recorded)
         [row] = rig.rows
-        assert (row.status, row.completion_tokens, row.stream) == ("ok", 1, False)
+        assert (row.status, row.completion_tokens, row.stream, row.max_gap_s) == ("ok", 1, False, None)
 
     run(upstream, test)
 
@@ -247,7 +264,7 @@ def test_a_stream_with_no_byte_for_stale_seconds_is_cut_and_recorded_stalled():
         assert got == CHUNKS[0]
         await settled(rig.recorded)
         [row] = rig.rows
-        assert row.status == "stalled" and "no byte for 0.3 s" in row.error
+        assert row.status == "stalled" and "no byte for 0.3 s" in row.error and 0.3 <= row.max_gap_s < row.duration_s
         await settled(upstream.hung_up)  # the server is told to stop generating
 
     run(upstream, test, stale_seconds=0.3)

@@ -208,6 +208,32 @@ def test_stall_aborts_and_retries():
     assert result.rows[0].duration_s < 0.4
 
 
+def stalling(seconds: float, *chunks: dict) -> Callable[[httpx2.Request], httpx2.Response]:
+    """An SSE reply that goes silent for `seconds` after its first chunk, then sends the rest."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for index, item in enumerate(chunks):
+            if index == 1:
+                await asyncio.sleep(seconds)
+            yield f"data: {json.dumps(item)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    return lambda request: httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+
+def test_the_longest_silence_after_the_first_byte_is_recorded():
+    ep, _ = endpoint_with([stalling(0.3, chunk({"content": "a"}), chunk({"content": "b"}, finish="stop"))])
+    row = run(ep.chat([{"role": "user", "content": "x"}])).rows[0]
+    assert row.status == "ok" and 0.15 < row.max_gap_s < row.duration_s - row.first_byte_s  # the 0.3 s, give or take
+
+
+def test_a_stream_cut_for_silence_counts_its_silence_up_to_the_cut():
+    ep, _ = endpoint_with([stalling(30.0, chunk({"content": "a"}), chunk({"content": "b"}, finish="stop"))],
+                          stale=0.2)
+    row = run(ep.chat([{"role": "user", "content": "x"}])).rows[0]
+    assert row.status == "stalled" and 0.2 <= row.max_gap_s < row.duration_s  # the watchdog fires after 0.2 s
+
+
 def test_5xx_then_recovery():
     ep, seen = endpoint_with([httpx2.Response(503, json={"error": {"message": "overloaded"}}),
                               sse(chunk({"content": "fine"}, finish="stop"))])
@@ -276,6 +302,7 @@ def test_non_stream_reply():
     assert result.reasoning == "plan" and result.integrity == "ok" and result.tool_calls[0].name == "read_file"
     assert (row.prompt_tokens, row.completion_tokens, row.cached_tokens) == (12, 9, None)
     assert row.decode_tps == 42.5 and row.ttft_s is None and row.first_byte_s is not None and row.max_tokens == 64
+    assert row.max_gap_s is None  # no stream, no silence between its pieces
 
 
 def test_cancel_records_a_cancelled_row_and_propagates():
@@ -344,7 +371,7 @@ def test_scripted_model_rows_are_the_real_clients_rows(arguments: str):
     messages = [{"role": "user", "content": "x"}]
     real = run(ep.chat(messages, TOOLS, max_tokens=64, context=context))
     fake = run(scripted.chat(messages, TOOLS, max_tokens=64, context=context))
-    timing = {"started_at", "first_byte_s", "ttft_s", "last_token_s", "duration_s", "decode_tps"}
+    timing = {"started_at", "first_byte_s", "ttft_s", "last_token_s", "max_gap_s", "duration_s", "decode_tps"}
     assert real.rows[0].model_dump(exclude=timing) == fake.rows[0].model_dump(exclude=timing)
     assert (real.integrity, real.content, real.message()["tool_calls"][0]["function"]) == (
         fake.integrity, fake.content, fake.message()["tool_calls"][0]["function"])

@@ -1,6 +1,6 @@
-"""Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`) and version 2
-(tasks.csv without `tests_touched`). Report, route and compare read them; a resume appends when the columns allow,
-else refuses in one line and changes nothing."""
+"""Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
+(tasks.csv without `tests_touched`) and version 3 (calls.csv without `max_gap_s`). Report, route and compare read
+them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
 
 import csv
 import json
@@ -44,6 +44,15 @@ def as_version_2(folder: RunFolder) -> None:
             + row[column + 1:])
     info = json.loads(folder.layout.info.read_text())
     folder.layout.info.write_text(json.dumps({**info, "schema_version": 2}))
+
+
+def as_version_3(folder: RunFolder) -> None:
+    """What soak wrote before version 4: calls.csv without `max_gap_s`, schema_version 3."""
+    column = list(CallRow.model_fields).index("max_gap_s")
+    rewrite(folder.layout.calls, lambda header, row: (row if row is header else ["3", *row[1:]])[:column]
+            + row[column + 1:])
+    info = json.loads(folder.layout.info.read_text())
+    folder.layout.info.write_text(json.dumps({**info, "schema_version": 3}))
 
 
 @pytest.fixture
@@ -112,3 +121,19 @@ def test_a_version_2_folder_is_read_without_tests_touched_and_refused_by_a_resum
     assert invoke(main, ["compare", str(folder.path), str(twin)]).exit_code == 0
     resumed = invoke(main, ["run", "--resume", "v2", "--tasks", "1"])
     assert resumed.exit_code == 2 and "schema version 2" in resumed.output and "start a new run" in resumed.output
+
+
+def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v3")
+    run(folder, info, config, FakeTasks(calls=1))
+    as_version_3(folder)
+    assert "max_gap_s" not in folder.layout.calls.read_text()
+    record = load_run(folder.path)
+    assert len(record.calls) == 2 and record.calls["max_gap_s"].isna().all()
+    invoke = CliRunner().invoke
+    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
+    resumed = invoke(main, ["run", "--resume", "v3", "--tasks", "1"])
+    assert resumed.exit_code == 2 and "schema version 3" in resumed.output and "start a new run" in resumed.output

@@ -368,7 +368,7 @@ def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
     """No console message at all (an injected script would trip the CSP and log one); charts are painted."""
     page = render_report([night], tmp_path / "night.html")
     png = tmp_path / "night.png"
-    assert open_in_browser(page, png, tmp_path / "profile", height=6000) == []  # down to the timeline's bars
+    assert open_in_browser(page, png, tmp_path / "profile", height=7000) == []  # down to the timeline's bars
     pixels = matplotlib.image.imread(png)[..., :3]
     hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
     pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()
