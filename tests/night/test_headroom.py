@@ -41,7 +41,7 @@ def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_headline_shows_the_longest_waits_of_calls_csv_beside_the_stale_budget(night):
-    calls = pd.read_csv(night / "data" / "night" / "calls.csv")
+    calls = pd.read_csv(night / "data" / "night" / "calls.csv", float_precision="round_trip")
     summary = json.loads((night / "report" / "summary.json").read_text())["runs"][0]
     headroom = summary["headroom"]
     slowest = calls.loc[calls["first_byte_s"].idxmax()]
