@@ -26,6 +26,19 @@ from soak.cli import main
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 EXERCISM_SUITE = f"exercism:{FIXTURES / 'exercism'}"
+SMALL_SESSIONS = """
+[gates]
+session_system_tokens = 100
+session_start_tokens = 200
+session_turn_tokens = 100
+session_answer_tokens = 8
+session_turns = 3
+session_think_seconds = 0.2
+sessions_ramp = [1, 2, 4, 8]
+min_warm_sessions = 4
+"""
+"""The sessions gate at sim scale: sessions of about 300, 420 and 540 tokens over their three turns, 27 blocks of 16
+once their second turn is cached, so 4 of them (and the shared prompt) fit in 110 blocks, and 2 in 60."""
 """The small Exercism fixture suite the simulated coder knows (tests do not depend on the bank)."""
 
 T = TypeVar("T")

@@ -16,21 +16,7 @@ from soak.llm.client import ChatEndpoint
 from soak.record.schema import GateRecord
 from soak.sim.scenario import Cache, Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
-from tests.conftest import EXERCISM_SUITE
-
-SMALL_SESSIONS = """
-[gates]
-session_system_tokens = 100
-session_start_tokens = 200
-session_turn_tokens = 100
-session_answer_tokens = 8
-session_turns = 3
-session_think_seconds = 0.2
-sessions_ramp = [1, 2, 4, 8]
-min_warm_sessions = 4
-"""
-"""Sessions of about 300, 420 and 540 tokens over their three turns: 27 blocks of 16 once their second turn is
-cached, so 4 of them (and the shared prompt) fit in 110 blocks, and 2 in 60."""
+from tests.helpers import EXERCISM_SUITE, SMALL_SESSIONS
 
 
 def gate(*args: str):

@@ -21,7 +21,7 @@ from soak.record.read import load_run
 from soak.record.schema import GateRecord
 from soak.record.summary import wilson
 from soak.stack.servers import free_port
-from tests.helpers import REPO
+from tests.helpers import REPO, SMALL_SESSIONS
 
 SOAK = [sys.executable, "-m", "soak.cli"]
 
@@ -323,17 +323,7 @@ def test_a_sweep_compares_two_cache_sizes_by_the_sessions_they_keep_warm(tmp_pat
     """Two sims that differ only in their prefix cache's capacity: the larger keeps 4 sessions warm, the smaller 2,
     and the report charts and tabulates both ramps."""
     data = tmp_path / "data"
-    (tmp_path / "soak.toml").write_text(textwrap.dedent("""
-        [gates]
-        session_system_tokens = 100
-        session_start_tokens = 200
-        session_turn_tokens = 100
-        session_answer_tokens = 8
-        session_turns = 3
-        session_think_seconds = 0.2
-        sessions_ramp = [1, 2, 4, 8]
-        min_warm_sessions = 4
-        """))
+    (tmp_path / "soak.toml").write_text(SMALL_SESSIONS)
     body = (sim_configuration("cache-small", tmp_path, CLEAN + "[cache]\ncapacity_blocks = 60\n")
             + sim_configuration("cache-large", tmp_path, CLEAN + "[cache]\ncapacity_blocks = 110\n"))
     path = write_sweep(tmp_path, body, head='base = "soak.toml"\ntasks = 1\ngates = ["sessions"]\n')

@@ -37,22 +37,23 @@ def as_version_1(folder: RunFolder) -> None:
     folder.layout.info.write_text(json.dumps({**info, "schema_version": 1}))
 
 
-def as_version_2(folder: RunFolder) -> None:
-    """What soak wrote before version 3: tasks.csv without `tests_touched`, schema_version 2."""
-    column = list(TaskRow.model_fields).index("tests_touched")
-    rewrite(folder.layout.tasks, lambda header, row: (row if row is header else ["2", *row[1:]])[:column]
+def without_column(folder: RunFolder, csv_path: Path, column_name: str, row_model: type, version: int) -> None:
+    """The folder as an older soak wrote it: `column_name` missing from that CSV, and that schema_version."""
+    column = list(row_model.model_fields).index(column_name)
+    rewrite(csv_path, lambda header, row: (row if row is header else [str(version), *row[1:]])[:column]
             + row[column + 1:])
     info = json.loads(folder.layout.info.read_text())
-    folder.layout.info.write_text(json.dumps({**info, "schema_version": 2}))
+    folder.layout.info.write_text(json.dumps({**info, "schema_version": version}))
+
+
+def as_version_2(folder: RunFolder) -> None:
+    """What soak wrote before version 3: tasks.csv without `tests_touched`."""
+    without_column(folder, folder.layout.tasks, "tests_touched", TaskRow, 2)
 
 
 def as_version_3(folder: RunFolder) -> None:
-    """What soak wrote before version 4: calls.csv without `max_gap_s`, schema_version 3."""
-    column = list(CallRow.model_fields).index("max_gap_s")
-    rewrite(folder.layout.calls, lambda header, row: (row if row is header else ["3", *row[1:]])[:column]
-            + row[column + 1:])
-    info = json.loads(folder.layout.info.read_text())
-    folder.layout.info.write_text(json.dumps({**info, "schema_version": 3}))
+    """What soak wrote before version 4: calls.csv without `max_gap_s`."""
+    without_column(folder, folder.layout.calls, "max_gap_s", CallRow, 3)
 
 
 @pytest.fixture
