@@ -113,7 +113,9 @@ def server_for(stack: Stack, base_url: str) -> Server | None:
 
 
 def gguf_metadata(path: Path) -> dict[str, Any]:
-    """The key-value header of a GGUF model file (version 2 on)."""
+    """The key-value header of a GGUF model file (version 2 on). Read here rather than with the `gguf` package:
+    its GGUFReader parses every tensor and vocabulary entry, about 10 s for the bundled 135M model on 2 cores
+    against 0.6 s for the header alone."""
     with open(path, "rb") as file:
 
         def read(fmt: str, count: int = 1) -> Any:
