@@ -2,16 +2,17 @@
 agent's own transcript of each round (Hermes' session, mini-swe-agent's trajectory, aider's LLM log). The recording
 proxy keeps an agent's calls but not its messages, so these files are where its conversation is."""
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from soak.record.layout import AttemptLayout
 from soak.record.transcript import TranscriptLine, read_transcript
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def chat_lines(messages: list[dict[str, Any]], thread: str, number: int) -> list
 
 
 AIDER_HEADER = re.compile(r"^(TO LLM|LLM RESPONSE) \S+$")
-AIDER_LINE = re.compile(r"^(SYSTEM|USER|ASSISTANT) (.*)$")
+AIDER_LINE = re.compile(r"^(SYSTEM|USER|ASSISTANT)(?: (.*))?$")
+"""A line of a message: aider writes an empty one as the role and a space, which an editor may strip."""
 AIDER_SEPARATOR = "-------"
 
 
@@ -95,13 +97,13 @@ def aider_exchanges(text: str) -> list[AiderExchange]:
             continue
         exchange = exchanges[-1]
         if exchange.reply is not None:
-            exchange.reply += [line[2]] if line else []
+            exchange.reply += [line[2] or ""] if line else []
         elif raw == AIDER_SEPARATOR:
             exchange.request.append(["", []])
         elif line and exchange.request:
             message = exchange.request[-1]
             message[0] = message[0] or line[1].lower()
-            message[1].append(line[2])
+            message[1].append(line[2] or "")
     return exchanges
 
 
@@ -129,7 +131,7 @@ def agent_round(attempt: AttemptLayout, number: int, thread: str) -> AgentRound:
     found = AgentRound(number)
     sessions = sorted(folder.glob(".hermes/sessions/session_*.json"))
     for path in sessions:
-        session = HermesSession.model_validate(read_json(path))
+        session = read_model(path, HermesSession)
         if session.system_prompt:
             found.messages.append(Message(TranscriptLine(role="system", content=session.system_prompt,
                                                          thread=thread, round=number)))
@@ -138,7 +140,7 @@ def agent_round(attempt: AttemptLayout, number: int, thread: str) -> AgentRound:
     if sessions:
         found.source = relative(sessions[0], attempt.path)
     elif (path := folder / "trajectory.json").is_file():
-        found.messages = chat_lines(MiniTrajectory.model_validate(read_json(path)).messages, thread, number)
+        found.messages = chat_lines(read_model(path, MiniTrajectory).messages, thread, number)
         found.source = relative(path, attempt.path)
     elif (path := folder / "llm.log").is_file():
         found.messages = aider_lines(path.read_text(errors="replace"), thread, number)
@@ -146,13 +148,12 @@ def agent_round(attempt: AttemptLayout, number: int, thread: str) -> AgentRound:
     return found
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file, or None when it is unreadable (an agent killed mid-write); the model then rejects it or reads it
-    as empty."""
+def read_model(path: Path, model: type[M]) -> M:
+    """An agent's JSON file as `model`; one it left unreadable (killed mid-write) or of another shape reads empty."""
     try:
-        return json.loads(path.read_text(errors="replace"))
-    except (OSError, ValueError):
-        return {}
+        return model.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return model()
 
 
 def relative(path: Path, root: Path) -> str:

@@ -17,7 +17,8 @@ from soak.report.attempt import tool_calls_of
 
 ATTEMPT_FIELDS = {"schema_version", "run_id", "task_id", "cycle", "session"}
 """The call row's fields that name its attempt, the same for every step: the trajectory says them once."""
-TIMING = ("first_byte_s", "ttft_s", "last_token_s", "duration_s", "decode_tps")
+METRICS_EXTRA = ("reasoning_tokens", "first_byte_s", "ttft_s", "last_token_s", "duration_s", "decode_tps")
+"""What a step's metrics hold beyond ATIF's own token counts: reasoning tokens and the call's timing."""
 
 
 @dataclass
@@ -52,12 +53,12 @@ def iso(seconds: float) -> str:
 
 
 def call_fields(call: CallRow) -> dict[str, Any]:
-    """A call's part of its step: timestamp, model, tokens and timing, and the whole calls.csv row under extra."""
-    timing = {name: getattr(call, name) for name in ("reasoning_tokens", *TIMING) if getattr(call, name) is not None}
+    """A call's part of its step: its start, model, tokens and timing."""
+    more = {name: getattr(call, name) for name in METRICS_EXTRA if getattr(call, name) is not None}
     return {
         "timestamp": iso(call.started_at), "model_name": call.model, "llm_call_count": 1,
         "metrics": Metrics(prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-                           cached_tokens=call.cached_tokens, extra=timing or None),
+                           cached_tokens=call.cached_tokens, extra=more or None),
     }
 
 
@@ -117,7 +118,7 @@ def walk(messages: Iterable[Message], calls: Iterable[CallRow], default: str,
         thread = threads.setdefault(name, Thread())
         content = line.content or ""
         if line.role == "tool":
-            thread.answer(line.tool_call_id, ObservationResult(content=content))
+            thread.answer(line.tool_call_id, ObservationResult(content=line.content))
         elif line.role != "assistant":
             thread.add(source=line.role, message=content, extra=soak_extra(round_, None))
         elif message.context:

@@ -31,7 +31,7 @@ from soak.export.steps import Thread, soak_extra, walk
 from soak.files import write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
-from soak.record.layout import AttemptLayout, RunLayout
+from soak.record.layout import TRANSCRIPT, AttemptLayout, RunLayout
 from soak.record.read import read_attempts, read_meta, read_rows, resolve_run_dir
 from soak.record.schema import OUTCOME_MEANINGS, CallRow, TaskRow
 from soak.report.attempt import failing_tests, test_counts
@@ -151,8 +151,9 @@ def soak_trajectory(attempt: Attempt) -> Trajectory | None:
     agent = Agent(name="soak", version=attempt.soak_version,
                   model_name=(row.orchestrator_model if delegate else row.coder_model) or None,
                   extra={"role": "orchestrator" if delegate else "direct"})
-    return trajectory(attempt, attempt.id, agent, root, subagents, notes=notes(attempt, "transcript.jsonl"),
-                      extra=facts(attempt, ["transcript.jsonl"]))
+    sources = [TRANSCRIPT] if attempt.layout.transcript.is_file() else []
+    return trajectory(attempt, attempt.id, agent, root, subagents, notes=notes(attempt, sources),
+                      extra=facts(attempt, sources, round_verdicts(attempt.layout)))
 
 
 def calls_by_round(attempt: Attempt, numbers: list[int]) -> dict[int, list[CallRow]]:
@@ -185,7 +186,7 @@ def agent_trajectory(attempt: Attempt) -> Trajectory | None:
         ran = ToolCall(tool_call_id=thread_name, function_name=RUN_AGENT, arguments={"round": number})
         harness.add(source="agent", message=f"Round {number}: run {row.agent} in the task's workspace, then judge the "
                     "file it leaves with the task's tests.", tool_calls=[ran], llm_call_count=0,
-                    extra=soak_extra(number, None, transcript=said.source or None))
+                    extra=soak_extra(number, None, **({"transcript": said.source} if said.source else {})))
         harness.answer(thread_name, ObservationResult(content=verdict_text(by_number.get(number))))
         thread = walk(said.messages, calls, thread_name).get(thread_name)
         if thread is not None:
@@ -193,21 +194,22 @@ def agent_trajectory(attempt: Attempt) -> Trajectory | None:
             subagents.append(trajectory(attempt, f"{attempt.id}/{thread_name}", agent, thread))
             refer(harness, thread_name, subagents[-1])
     agent = Agent(name="soak", version=attempt.soak_version, extra={"role": "harness", "agent": row.agent})
-    return trajectory(attempt, attempt.id, agent, harness, subagents, notes=notes(attempt, ", ".join(sources)),
-                      extra=facts(attempt, sources))
+    return trajectory(attempt, attempt.id, agent, harness, subagents, notes=notes(attempt, sources),
+                      extra=facts(attempt, sources, verdicts))
 
 
-def notes(attempt: Attempt, source: str) -> str:
+def notes(attempt: Attempt, sources: list[str]) -> str:
     row = attempt.row
+    read = ", ".join(sources) or "no transcript soak reads (calls only)"
     return (f"soak attempt {row.task_id} cycle {row.cycle} (session {row.session}) of run {row.run_id}: "
-            f"{row.outcome}. Messages from {source or 'no transcript soak reads (calls only)'}; each LLM call from "
+            f"{row.outcome}. Messages from {read}; each LLM call from "
             "calls.csv, its row under the step's extra.soak.call; soak's facts under the root's extra.soak.")
 
 
-def facts(attempt: Attempt, sources: list[str]) -> dict[str, Any]:
+def facts(attempt: Attempt, sources: list[str], verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     row = attempt.row
     return {"soak": {"attempt": row.model_dump(mode="json"), "outcome_meaning": OUTCOME_MEANINGS.get(row.outcome),
-                     "rounds": round_verdicts(attempt.layout), "messages_from": sources}}
+                     "rounds": verdicts, "messages_from": sources}}
 
 
 def steps_in(trajectory: Trajectory) -> int:

@@ -186,6 +186,15 @@ def test_a_failed_round_is_revised_with_the_real_error_in_the_next_prompt(soak, 
     assert "The tests failed" not in first and "The tests failed (" in second
     error = next(line for line in failed.splitlines() if line.startswith("E "))
     assert error.strip() in second, (error, second)
+    # Exported, the agent (which keeps no transcript soak reads) is its calls, each in the round it was made in.
+    export(run, tmp_path / "atif")
+    assert_calls_kept(run, tmp_path / "atif")
+    [(_, _, trajectory)] = read_back(tmp_path / "atif")
+    rounds = {r.trajectory_id.rsplit("/", 1)[1]: r for r in trajectory.subagent_trajectories}
+    assert {name: len(r.steps) for name, r in rounds.items()} == {"round-1": 2, "round-2": 2}
+    first, second = (result.content for step in trajectory.steps for result in step.observation.results)
+    total = tasks["tests_total"].iloc[0]
+    assert first.startswith(f"tests: 0/{total} passed; failing: ") and second == f"tests: {total}/{total} passed"
 
 
 def test_the_call_cap_ends_a_python_agent_at_the_proxy_and_its_file_is_still_judged(soak, fast_sim, tmp_path):
