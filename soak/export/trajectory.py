@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from soak.errors import BadInput
 from soak.export.atif import (
     ATIF_VERSION,
@@ -28,7 +30,7 @@ from soak.export.atif import (
 )
 from soak.export.conversation import agent_round, soak_messages
 from soak.export.steps import Thread, soak_extra, walk
-from soak.files import write_atomic
+from soak.files import describe_validation_error, write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
 from soak.record.layout import TRANSCRIPT, AttemptLayout, RunLayout
@@ -231,12 +233,16 @@ def export_run(ref: str | None, out: Path | None) -> tuple[Path, AtifIndex]:
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out}: exists and is not a folder")
     calls: dict[tuple[str, int, int], list[CallRow]] = defaultdict(list)
-    for call in read_rows(layout.calls, CallRow):
-        calls[(call.task_id, call.cycle, call.session)].append(call)
+    try:
+        for call in read_rows(layout.calls, CallRow):
+            calls[(call.task_id, call.cycle, call.session)].append(call)
+        rows = read_attempts(layout.tasks)
+    except ValidationError as error:
+        raise BadInput(describe_validation_error(str(path), error)) from None
     version = str((meta.get("versions") or {}).get("soak") or "unknown")
     index = AtifIndex(run_id=run_id, run_folder=str(path), running=running, trajectories=[])
     out.mkdir(parents=True, exist_ok=True)
-    for row in read_attempts(layout.tasks):
+    for row in rows:
         if f"{row.task_id}/{row.cycle}" in in_flight:
             index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle,
                                          reason="being redone: its folder holds the attempt in flight"))

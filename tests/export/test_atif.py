@@ -185,6 +185,12 @@ def test_bad_input_is_one_line_and_exit_2(night, tmp_path):
     empty.mkdir()
     not_a_run = CliRunner().invoke(main, ["export", str(empty), "--out", str(tmp_path / "out")])
     assert not_a_run.exit_code == 2 and "not a run folder" in not_a_run.output and not (tmp_path / "out").exists()
+    broken = tmp_path / "broken"
+    shutil.copytree(night, broken)
+    (broken / "calls.csv").write_text((broken / "calls.csv").read_text().replace(",coder,", ",someone,", 1))
+    unreadable = CliRunner().invoke(main, ["export", str(broken), "--out", str(tmp_path / "out")])
+    assert unreadable.exit_code == 2 and "role: Input should be" in unreadable.output
+    assert len(unreadable.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
