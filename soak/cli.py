@@ -136,6 +136,23 @@ def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> No
     click.echo(str(report_command(list(runs), output, k=over_factor)))
 
 
+# --- export ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("run", required=False)
+@click.option("--format", "format_", type=click.Choice(["atif"]), default="atif", show_default=True,
+              help="atif: Harbor's Agent Trajectory Interchange Format, read by `harbor view` and RL/SFT pipelines.")
+@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder to write [default: reports/<run_id>/atif/].")
+def export(run: str | None, format_: str, out: Path | None) -> None:
+    """Write RUN's finished attempts (an id or folder; none = the latest run) for other tools: one trajectory file
+    per attempt (<task>/<cycle>.json) and index.json. A run still going gives the attempts finished so far."""
+    from soak.export.trajectory import export_command
+
+    click.echo(export_command(run, out))
+
+
 # --- compare -----------------------------------------------------------------------------------
 
 

@@ -3,9 +3,9 @@
 The fast tests drive `soak run --agent "<command line>"` with a small Python agent of their own against the in-process
 sim: passes, a revision round with the real error, the call cap, an agent that exits without the file. The slow ones
 run the real agents (hermes-agent, mini-swe-agent, aider from PyPI, each in its own venv): proxied calls recorded,
-passes, a revision round, the call cap, the wall budget, containment and the user's key. Those are installed by
-`soak agent setup` (CI runs it first; here it is idempotent and fast once cached in $SOAK_CACHE_DIR, by default
-/tmp/soak-engine-cache)."""
+passes, a revision round, the call cap, the wall budget, containment and the user's key, and those nights exported as
+ATIF (validated by Harbor's own model). Those are installed by `soak agent setup` (CI runs it first; here it is
+idempotent and fast once cached in $SOAK_CACHE_DIR, by default /tmp/soak-engine-cache)."""
 
 import json
 import os
@@ -24,6 +24,7 @@ from soak.sandbox.judge import isolation_kind
 from soak.sandbox.visible import allow_listed
 from soak.sim.scenario import Coder, Honesty, Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
+from tests.atif import assert_calls_kept, export, read_back, reference_problems
 from tests.helpers import EXERCISM_SUITE
 
 SUITE = EXERCISM_SUITE
@@ -185,6 +186,15 @@ def test_a_failed_round_is_revised_with_the_real_error_in_the_next_prompt(soak, 
     assert "The tests failed" not in first and "The tests failed (" in second
     error = next(line for line in failed.splitlines() if line.startswith("E "))
     assert error.strip() in second, (error, second)
+    # Exported, the agent (which keeps no transcript soak reads) is its calls, each in the round it was made in.
+    export(run, tmp_path / "atif")
+    assert_calls_kept(run, tmp_path / "atif")
+    [(_, _, trajectory)] = read_back(tmp_path / "atif")
+    rounds = {r.trajectory_id.rsplit("/", 1)[1]: r for r in trajectory.subagent_trajectories}
+    assert {name: len(r.steps) for name, r in rounds.items()} == {"round-1": 2, "round-2": 2}
+    first, second = (result.content for step in trajectory.steps for result in step.observation.results)
+    total = tasks["tests_total"].iloc[0]
+    assert first.startswith(f"tests: 0/{total} passed; failing: ") and second == f"tests: {total}/{total} passed"
 
 
 def test_the_call_cap_ends_a_python_agent_at_the_proxy_and_its_file_is_still_judged(soak, fast_sim, tmp_path):
@@ -247,6 +257,17 @@ def test_real_agent_night_passes_with_every_call_recorded_by_the_proxy(agent, in
     # The agent's own log of the attempt is kept beside soak's record of it.
     kept = {p.name for p in run.glob("work/*/*/round-1/agent/*")}
     assert "output.txt" in kept and kept - {"output.txt"}, kept
+    # The night as ATIF: valid by Harbor's own model, every call's tokens kept, and each round the agent's own
+    # conversation (read from that log) with every answer paired with the call that produced it.
+    export(run, tmp_path / "atif")
+    assert reference_problems(tmp_path / "atif") == {}
+    assert_calls_kept(run, tmp_path / "atif")
+    for _, _, trajectory in read_back(tmp_path / "atif"):
+        [agent_round] = trajectory.subagent_trajectories
+        assert f"{agent_round.agent.name} {agent_round.agent.version}" == tasks["agent"].iloc[0]
+        assert any(step.source == "user" and "Write the solution to" in step.message for step in agent_round.steps)
+        answers = [step for step in agent_round.steps if step.source == "agent" and not step.is_copied_context]
+        assert answers and all(step.metrics and (step.message or step.tool_calls) for step in answers)
 
 
 @pytest.mark.slow
@@ -261,6 +282,10 @@ def test_a_real_agent_that_says_done_over_a_failing_file_is_a_false_success(agen
     assert row["outcome"] == "fail", tasks[["task_id", "outcome", "error_tail"]]
     assert (row["claim"], row["claim_source"], bool(row["claimed_tests_pass"])) == ("done", "text", True), row
     assert bool(row["false_success"]) and "All tests pass" in row["claim_quote"]
+    export(run, tmp_path / "atif")
+    [(_, _, trajectory)] = read_back(tmp_path / "atif")
+    facts = trajectory.extra["soak"]["attempt"]
+    assert (facts["outcome"], facts["claim"], facts["false_success"]) == ("fail", "done", True)
 
 
 @pytest.mark.slow
@@ -272,6 +297,15 @@ def test_a_failed_first_round_is_revised_by_the_agent_with_the_real_error(instal
     prompt_of_round_2 = [p for p in run.glob("work/*/*/round-2/agent/.hermes/sessions/*.json")]
     assert "failed" in first and prompt_of_round_2
     assert "The tests failed" in prompt_of_round_2[0].read_text()
+    # As ATIF: a subagent per round, each with the calls of its own run of the agent; the second's prompt has the error.
+    export(run, tmp_path / "atif")
+    assert reference_problems(tmp_path / "atif") == {}
+    assert_calls_kept(run, tmp_path / "atif")
+    for _, _, trajectory in read_back(tmp_path / "atif"):
+        rounds = trajectory.subagent_trajectories
+        assert [r.trajectory_id.rsplit("/", 1)[1] for r in rounds] == ["round-1", "round-2"]
+        assert all(any(step.metrics for step in r.steps) for r in rounds)
+        assert any("The tests failed" in step.message for step in rounds[1].steps if step.source == "user")
 
 
 @pytest.mark.slow
