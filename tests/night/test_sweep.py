@@ -270,9 +270,10 @@ def test_a_sweep_stopped_mid_way_resumes_at_the_configuration_and_attempt_where_
 
 
 def test_the_readme_sweep_files_plan(tmp_path, data_dir):
-    """The README's two sweep files (llama.cpp vs vLLM, spec decode on/off) are valid and resolve as they say."""
+    """The README's sweep files (llama.cpp vs vLLM, spec decode on/off, two cache RAM sizes) are valid and resolve
+    as they say."""
     blocks = re.findall(r"```toml\n(base = .*?)```", (REPO / "README.md").read_text(), re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     (tmp_path / "soak.toml").write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:8000/v1"\n'
                                         'model = "qwen3-coder"\n')
     planned = []
@@ -280,12 +281,15 @@ def test_the_readme_sweep_files_plan(tmp_path, data_dir):
         (tmp_path / f"sweep{number}.toml").write_text(block)
         info, configs = plan_sweep(tmp_path / f"sweep{number}.toml", f"readme{number}")
         planned.append({entry.name: config for entry, config in zip(info.configurations, configs, strict=True)})
-    engines, spec = planned
+    engines, spec, cache_ram = planned
     assert engines["llama-server"].endpoints["default"].base_url == "http://127.0.0.1:8080/v1"
     assert engines["vllm"].stack.servers[0].up.startswith("vllm serve")
     assert "--speculative-config" in spec["spec-ngram"].stack.servers[0].up
     assert "--speculative-config" not in spec["spec-off"].stack.servers[0].up
     assert "--port 8000 --enable-auto-tool-choice" in spec["spec-off"].stack.servers[0].up
+    assert "--cache-ram" not in cache_ram["cache-ram-8g"].stack.servers[0].up  # llama-server's default, 8 GiB
+    assert cache_ram["cache-ram-32g"].endpoints["default"].base_url == "http://127.0.0.1:8080/v1"
+    assert cache_ram["cache-ram-32g"].stack.servers[0].up.endswith("--cache-ram 32768")
 
 
 @retry(stop=stop_after_delay(60), wait=wait_fixed(0.1), retry=retry_if_result(lambda pid: pid is None))
