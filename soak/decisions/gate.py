@@ -203,10 +203,16 @@ async def run_gates(probe: Probe, names: list[str], gates: Gates, transcript: Pa
 
 async def gate_role(config: SoakConfig, role: str, names: list[str], gates: Gates, transcript: Path | None = None,
                     metrics_url: str | None = None) -> list[GateResult]:
-    """Run the gates against the endpoint a role uses (its /metrics found from the stack unless given)."""
+    """Run the gates against the endpoint a role uses (its /metrics found from the stack unless given).
+
+    The sessions gate measures the server's queue, not the client's: the endpoint's max_concurrent_calls is raised
+    to the ramp's largest count for it."""
     from soak.stack.servers import metrics_url_for
 
     endpoint = config.endpoint_for(role)
+    if "sessions" in names:
+        in_flight = max(endpoint.max_concurrent_calls, gates.sessions_ramp[-1])
+        endpoint = endpoint.model_copy(update={"max_concurrent_calls": in_flight})
     chat = ChatEndpoint(getattr(config.roles, role), endpoint, config.budgets.stale_seconds)
     probe = Probe(chat, metrics_url or metrics_url_for(config.stack, endpoint.base_url))
     try:

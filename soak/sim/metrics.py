@@ -90,6 +90,8 @@ class SimStats(BaseModel):
     spec_draft_tokens: int = 0
     spec_accepted: int = 0
     spec_accepted_per_pos: list[int] = Field(default_factory=list)
+    most_running: int = 0
+    """The most requests the engine ran at once: how much concurrency the clients really sent."""
     records: list[RequestRecord] = Field(default_factory=list)
     """Finished requests, oldest first (the last 100 000)."""
 

@@ -265,6 +265,7 @@ class SimServer:
             finally:
                 recorder.waiting -= 1
         recorder.running += 1
+        recorder.stats.most_running = max(recorder.stats.most_running, recorder.running)
         recorder.kv_blocks += blocks
         try:
             yield

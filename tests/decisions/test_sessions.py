@@ -106,6 +106,20 @@ def test_a_slow_first_token_makes_a_level_cold_even_with_every_token_cached(tmp_
     assert result.measured == 0 and "TTFT p95 0.3" in result.detail
 
 
+def test_the_sessions_are_not_held_back_by_the_endpoints_own_call_limit(tmp_path):
+    """One call at a time is this endpoint's setting; the gate measures the server's queue, so its four sessions go
+    out together (each holds the sim for at least its 0.2 s TTFT, so they overlap there)."""
+    server = SimServer(Scenario(timing=Timing(ttft_seconds=0.2, decode_tokens_per_second=0)), suite=EXERCISM_SUITE)
+    url = server.start()
+    (tmp_path / "soak.toml").write_text(f'[endpoints.default]\nbase_url = "{url}"\nmodel = "m"\n'
+                                        "max_concurrent_calls = 1\n" + SMALL_SESSIONS)
+    try:
+        result = gate("sessions", "--config", str(tmp_path / "soak.toml"), "--ramp", "1,4", "--turns", "2")
+    finally:
+        server.stop()
+    assert "sessions" in result.output and server.stats.most_running > 1, result.output
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["sessions", "--ramp", "1,two"], "--ramp takes session counts joined by commas"),
     (["sessions", "--ramp", "4,2"], "needs growing session counts from 1 up"),
