@@ -17,9 +17,8 @@ import numpy as np
 from soak.config import Gates
 from soak.decisions.probe import GateResult, Probe, ProbeFailed
 from soak.record.schema import SessionLevel, SessionTurn
+from soak.record.summary import REPREFILL_HIT
 
-FULL_PRICE = 0.1
-"""A later turn that got less than this share of its history from the cache paid (nearly) full price."""
 KNEE = 0.9
 """The knee: the first level whose cross-turn hit rate falls below this share of one session's, or whose TTFT p95
 more than doubles one session's."""
@@ -111,7 +110,8 @@ def summarize(level: Level, gates: Gates) -> SessionLevel:
         coldest = min(per_session, default=None)
         shared = sum(min(t.cached_tokens or 0, level.shared_tokens) for t in turns) / (
             level.shared_tokens * len(turns))
-        full_price = sum(1 for t in later if t.history_tokens and (t.cross_turn_hits or 0) < FULL_PRICE *
+        # The night's rule for a re-prefilled turn, applied to the session's own history (which the probe knows).
+        full_price = sum(1 for t in later if t.history_tokens and (t.cross_turn_hits or 0) < REPREFILL_HIT *
                          t.history_tokens)
     else:
         rate = level.round_hits / level.round_history if level.round_history else None

@@ -4,18 +4,16 @@ left None are not written. Plus `AtifIndex`, soak's own list of the files of one
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from soak.config import Strict
 
 ATIF_VERSION = "ATIF-v1.8"
 """The RFC's current version (its changelog's v1.8, the reference models' default). Nothing soak writes needs more
 than v1.7 (embedded subagents, `llm_call_count`, `extra` on tool calls)."""
 
 
-class Atif(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Agent(Atif):
+class Agent(Strict):
     name: str
     version: str
     model_name: str | None = None
@@ -24,7 +22,7 @@ class Agent(Atif):
     extra: dict[str, Any] | None = None
 
 
-class ToolCall(Atif):
+class ToolCall(Strict):
     tool_call_id: str
     function_name: str
     arguments: dict[str, Any]
@@ -32,23 +30,23 @@ class ToolCall(Atif):
     extra: dict[str, Any] | None = None
 
 
-class SubagentTrajectoryRef(Atif):
+class SubagentTrajectoryRef(Strict):
     trajectory_id: str
     """The `trajectory_id` of an entry of the root's `subagent_trajectories`."""
 
 
-class ObservationResult(Atif):
+class ObservationResult(Strict):
     source_call_id: str | None = None
     content: str | None = None
     subagent_trajectory_ref: list[SubagentTrajectoryRef] | None = None
     extra: dict[str, Any] | None = None
 
 
-class Observation(Atif):
+class Observation(Strict):
     results: list[ObservationResult]
 
 
-class Metrics(Atif):
+class Metrics(Strict):
     prompt_tokens: int | None = None
     """All input tokens, cached ones included (as calls.csv counts them)."""
     completion_tokens: int | None = None
@@ -56,7 +54,7 @@ class Metrics(Atif):
     extra: dict[str, Any] | None = None
 
 
-class Step(Atif):
+class Step(Strict):
     step_id: int = Field(ge=1)
     timestamp: str | None = None
     source: Literal["system", "user", "agent"]
@@ -72,7 +70,7 @@ class Step(Atif):
     extra: dict[str, Any] | None = None
 
 
-class FinalMetrics(Atif):
+class FinalMetrics(Strict):
     total_prompt_tokens: int | None = None
     total_completion_tokens: int | None = None
     total_cached_tokens: int | None = None
@@ -80,7 +78,7 @@ class FinalMetrics(Atif):
     extra: dict[str, Any] | None = None
 
 
-class Trajectory(Atif):
+class Trajectory(Strict):
     schema_version: str = ATIF_VERSION
     session_id: str
     trajectory_id: str
