@@ -19,6 +19,7 @@ from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
 from soak.record.schema import MANGLED
+from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
 from soak.sandbox.visible import allow_listed, described
 from soak.stack.cache_settings import CacheSettings, LlamaServerCache, read_cache_settings
@@ -268,7 +269,11 @@ def jail_findings() -> list[Finding]:
     findings = [Finding("isolation", kind, contained, "" if contained else "install bubblewrap (bwrap), or run "
                         "where unshare works, to hide the bank and the run folder from agents and solutions and "
                         "contain their writes")]
-    return findings + [Finding(check, result, ok) for check, result, ok in described(kind)]
+    findings += [Finding(check, result, ok) for check, result, ok in described(kind)]
+    counted = cgroup.hierarchy() is not None
+    return findings + [Finding("memory", cgroup.described(), counted, "" if counted else
+                               "run soak as root, or delegate a cgroup v2 subtree with the memory and pids "
+                               "controllers to its user (systemd-run --user --scope -p Delegate=yes soak ...)")]
 
 
 def doctor_json(config: SoakConfig, results: dict[str, list[Finding]], jail: list[Finding]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ cleanup that leaves no process of a run alive. The sandbox (soak.sandbox) runs p
 Isolation is the best the host offers, probed once per process (a kind counts only if its containment holds):
 
 - `bwrap`: bubblewrap with new pid, network, ipc and uts namespaces, the root built from the allow-list
-  (soak.sandbox.visible), read-only but for the workspace, a new session, and death with the harness.
+  (soak.sandbox.visible), read-only but for the workspace, a new session, and death with the harness. When soak is
+  root, the command runs as nobody (util-linux's setpriv, inside, drops to it with every capability gone): as uid 0 it
+  could write any root-owned 0644 file the jail shows, and own what it leaves behind.
 - `unshare` (soak runs as root) / `unshare-user` (through a user namespace): the same namespaces and the same root,
   built by soak.sandbox.rootfs as the namespace's first process, which then runs the command as nobody (or, in a
   nested user namespace, as no root at all) without capabilities; a shell is the namespace's pid 1.
@@ -21,6 +23,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +38,7 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, ConfigDict
 
+from soak.sandbox.cgroup import RunCgroup, run_cgroup
 from soak.sandbox.rootfs import give
 from soak.sandbox.visible import allow_listed, bwrap_args, jail_root
 
@@ -44,6 +48,14 @@ SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 RUN_MARKER = "SOAK_SANDBOX_RUN"
 ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 """Strongest first."""
+NOBODY = 65534
+DROP_TO_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+                  "--bounding-set=-all", "--no-new-privs", "--"]
+"""Run as bubblewrap's command when soak is root: from uid 0 to nobody, no capability left, ever."""
+BWRAP_AS_ROOT = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+"""bubblewrap started by root: no user namespace (its uid 0 would still be the host's root), every capability dropped
+but the three setpriv needs to become nobody, which drops those too."""
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 CHANNEL_CAP = 16 * MiB
@@ -57,11 +69,17 @@ class ResourceLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     address_space_bytes: int = 2048 * MiB
-    """RLIMIT_AS of every sandboxed process: a memory bomb meets MemoryError, not the machine's RAM."""
+    """RLIMIT_AS of every sandboxed process: a memory bomb meets MemoryError, not the machine's RAM. Also the memory
+    limit of the run's cgroup, where soak may create one (soak.sandbox.cgroup), which counts what RLIMIT_AS misses:
+    memfd, /dev/shm and tmpfs pages never mapped."""
     file_size_bytes: int = 64 * MiB
     """RLIMIT_FSIZE: the largest file a run may write."""
     workspace_bytes: int = 512 * MiB
-    """All files of the workspace together, polled while the run goes; past it the run is killed (DiskQuota)."""
+    """All files of the workspace together (and of an agent's HOME, and the files its processes hold open after
+    unlinking them), polled while the run goes; past it the run is killed (DiskQuota). A judged run's workspace is a
+    tmpfs of this size instead, which counts everything by itself."""
+    max_processes: int = 256
+    """pids.max of the run's cgroup (where soak may create one): a fork bomb meets it, not the host's limit."""
     cpu_seconds: int | None = None
     """RLIMIT_CPU per process; None means twice the task's wall timeout plus 10 s."""
     open_files: int = 512
@@ -79,6 +97,8 @@ class Contained:
     returncode: int | None = None
     timed_out: bool = False
     over_quota: bool = False
+    out_of_memory: bool = False
+    """The run's cgroup saw the kernel kill a process for memory; the rest of the run was killed with it."""
     duration_s: float = 0.0
     output: str = ""
     stopped: bool = False
@@ -94,21 +114,28 @@ class Contained:
 
 def wrap(
     kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (),
-    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (),
+    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (), sized_workspace: int = 0,
+    folders: tuple[str, ...] = (),
 ) -> list[str]:
     """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
     bound read-only; `writable`: paths besides the workspace that stay writable; `visible`: paths outside the
-    allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone. Every kind
-    but a plain session builds the same root from them: bubblewrap itself, `unshare` through soak.sandbox.rootfs."""
+    allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone;
+    `sized_workspace` and `folders`: the workspace as a tmpfs of that size holding the read-only paths and these
+    folders (soak.sandbox.visible.jail_root). Every kind but a plain session builds the same root from them: bubblewrap
+    itself, `unshare` through soak.sandbox.rootfs."""
     if kind == "session":
         # A shell in between: a solution that kills its parent hits the shell, never the harness.
         return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
-    root = jail_root(ws, readonly, writable, visible, harness)
+    root = jail_root(ws, readonly, writable, visible, harness, sized_workspace, folders)
     if kind == "bwrap":
         # bubblewrap started by root keeps every capability for the command unless told: a solution could unmount
         # the masks or mount the host's disk.
-        return ["bwrap", *bwrap_args(root), "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-                "--chdir", str(ws), "--", *cmd]
+        if os.geteuid() == 0:
+            unshare, cmd = BWRAP_AS_ROOT, [*DROP_TO_NOBODY, *cmd]
+        else:
+            unshare = ["--unshare-all", "--cap-drop", "ALL"]
+        return ["bwrap", *bwrap_args(root), *unshare, "--die-with-parent", "--new-session", "--chdir", str(ws), "--",
+                *cmd]
     user = ["--map-root-user"] if kind == "unshare-user" else []
     return ["unshare", *user, "--pid", "--fork", "--kill-child", "--net", "--mount", "--mount-proc", "--ipc", "--uts",
             "--", sys.executable, "-I", "-S", str(ROOTFS), kind, str(ws), json.dumps(root), "--", *cmd]
@@ -116,14 +143,16 @@ def wrap(
 
 def works(kind: str) -> bool:
     """Whether an isolation kind can start the sandbox's Python on this host, and for those that build the
-    allow-listed root, whether it holds: a file beside the workspace is absent and the root is read-only."""
+    allow-listed root, whether it holds: a file beside the workspace is absent, the root and the kernel's knobs are
+    read-only, and the command is not root."""
     if kind != "session" and shutil.which(kind.split("-")[0]) is None:
         return False
     with tempfile.TemporaryDirectory(prefix="soak-probe-") as tmp:
         ws, planted = Path(tmp).resolve() / "ws", Path(tmp).resolve() / "planted"
         ws.mkdir()
         planted.touch()
-        check = f"import os, sys; sys.exit(os.path.exists({str(planted)!r}) or os.access('/', os.W_OK))"
+        check = (f"import os, sys; sys.exit(os.path.exists({str(planted)!r}) or os.access('/', os.W_OK) or "
+                 "os.access('/proc/sys/kernel/core_pattern', os.W_OK) or os.geteuid() == 0)")
         cmd = wrap(kind, ws, [], [sys.executable, "-I", "-c", check if allow_listed(kind) else "pass"])
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             return subprocess.run(cmd, capture_output=True, timeout=30, cwd=ws).returncode == 0
@@ -145,8 +174,9 @@ def scrubbed_env(ws: Path, token: str) -> dict[str, str]:
     return env
 
 
-def rlimit_setter(limits: ResourceLimits, cpu_seconds: int):
-    """A preexec function setting the rlimits on the launcher; every sandboxed process inherits them."""
+def rlimit_setter(limits: ResourceLimits, cpu_seconds: int, group: RunCgroup | None = None):
+    """A preexec function moving the launcher into the run's cgroup and setting the rlimits on it; every sandboxed
+    process inherits both."""
     wanted = [
         (resource.RLIMIT_AS, limits.address_space_bytes),
         (resource.RLIMIT_FSIZE, limits.file_size_bytes),
@@ -157,6 +187,8 @@ def rlimit_setter(limits: ResourceLimits, cpu_seconds: int):
     def apply() -> None:
         # The launcher dies with the harness (bwrap and unshare then take the whole namespace down with them).
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if group is not None:
+            group.join()
         for which, value in wanted:
             _, hard = resource.getrlimit(which)
             # CPU: SIGXCPU at the soft limit, SIGKILL a few seconds later for processes that catch it.
@@ -213,15 +245,35 @@ def entries(root: Path) -> Iterator[tuple[Path, os.DirEntry]]:
                     folders.append(here / entry.name)
 
 
-def workspace_too_big(ws: Path, limit: int, max_entries: int = 20_000) -> bool:
-    """Whether the workspace's files exceed the byte limit (or hold absurdly many entries)."""
-    total = 0
-    for count, (_, entry) in enumerate(entries(ws), 1):
+def held_unlinked(pids: list[int], devices: set[int]) -> int:
+    """Bytes of the regular files that the run's processes hold open after unlinking them, on the file systems of the
+    paths it writes: a walk of the tree cannot see them, the disk holds them all the same."""
+    held: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError), os.scandir(f"/proc/{pid}/fd") as fds:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd.path).endswith(" (deleted)"):
+                        info = os.stat(fd.path)
+                        if stat.S_ISREG(info.st_mode) and info.st_dev in devices:
+                            held[(info.st_dev, info.st_ino)] = info.st_size
+    return sum(held.values())
+
+
+def too_big(paths: tuple[Path, ...], limit: int, pids: list[int] | None = None, max_entries: int = 20_000) -> bool:
+    """Whether the files under `paths` and the unlinked ones the run's `pids` hold there exceed the byte limit (or
+    the trees hold absurdly many entries)."""
+    devices, total, count = set(), 0, 0
+    for path in paths:
         with contextlib.suppress(OSError):
-            total += entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else 0
-        if total > limit or count > max_entries:
-            return True
-    return False
+            devices.add(path.stat().st_dev)
+        for _, entry in entries(path):
+            count += 1
+            with contextlib.suppress(OSError):
+                total += entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else 0
+            if total > limit or count > max_entries:
+                return True
+    return bool(pids) and total + held_unlinked(pids or [], devices) > limit
 
 
 def exited(proc: subprocess.Popen) -> bool:
@@ -314,9 +366,14 @@ def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Proc
 def launch(
     cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, *,
     env: dict[str, str] | None = None, stop: threading.Event | None = None, channel: socket.socket | None = None,
-    pass_fds: tuple[int, ...] = (),
+    pass_fds: tuple[int, ...] = (), writable: tuple[Path, ...] = (),
 ) -> Contained:
-    """Run the sandbox command, pump its output through a cap, enforce the wall clock and the workspace size.
+    """Run the sandbox command in a cgroup of its own where soak may create one, pump its output through a cap,
+    enforce the wall clock, the memory and the size of what it writes.
+
+    `writable`: the host's paths the run writes (the workspace, an agent's HOME; none for a judged run, whose
+    workspace is a sized tmpfs), polled against `limits.workspace_bytes`, handed to the jailed user for the run and
+    back after it, every setuid and setgid bit cleared.
 
     `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
     (SIGKILL, no grace: the caller's budget is spent). `pass_fds` are inherited by the sandboxed process (and closed
@@ -324,6 +381,9 @@ def launch(
     comes, until the run ends (descendants that kept the other end open cannot hold the harness)."""
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
+    if kind == "bwrap" and os.geteuid() == 0:  # the command runs as nobody (DROP_TO_NOBODY)
+        give([str(path) for path in writable], NOBODY, NOBODY)
+    group = run_cgroup(limits.address_space_bytes, limits.max_processes)
     started = time.monotonic()
     status = None
     if kind == "bwrap":  # it reports its namespace's init, which outlives the launcher by a moment (see finish)
@@ -333,7 +393,7 @@ def launch(
         proc = subprocess.Popen(
             cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=rlimit_setter(limits, cpu), pass_fds=pass_fds,
+            preexec_fn=rlimit_setter(limits, cpu, group), pass_fds=pass_fds,
         )
     finally:
         for fd in pass_fds:
@@ -374,7 +434,11 @@ def launch(
                 break
             if now >= next_quota:
                 next_quota = now + 0.25
-                if workspace_too_big(ws, limits.workspace_bytes):
+                if group is not None and group.oom_kills():
+                    run.out_of_memory = True
+                    break
+                pids = group.members() if group is not None else [p.pid for p in processes(proc, token, kind)]
+                if writable and too_big(writable, limits.workspace_bytes, pids):
                     run.over_quota = True
                     break
             ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, deadline - now))}
@@ -399,9 +463,14 @@ def launch(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
         wait_exit(proc, limits.grace_seconds)
+    if group is not None:
+        seen += group.kill()
     finish(proc, token, kind, seen + namespace_init(status))
-    if kind == "unshare":  # the run's user was nobody; nothing of it is alive now
-        give([str(ws)], os.geteuid(), os.getegid())
+    if group is not None:
+        run.out_of_memory = run.out_of_memory or group.oom_kills() > 0
+        group.remove()
+    # Nothing of the run is alive now: what it wrote goes back to the harness's user, no setuid bit left.
+    give([str(path) for path in writable], os.geteuid(), os.getegid())
     stdout.close()
     if channel is not None:
         while read_channel() == "more":

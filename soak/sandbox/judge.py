@@ -220,8 +220,13 @@ def run_tests(
         harness = (module_file(PLUGIN), EMPTY_INI)
         # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
         timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
-        contained = launch(wrap(kind, ws, readonly, cmd, harness=harness), ws, limits, timeout, kind, stop=stop,
-                           channel=harness_end, pass_fds=(fd,))
+        # In a jail the workspace is a tmpfs of its own size holding read-only copies: what the run writes, unlinked
+        # files too, counts against it and goes with the run. A plain session writes the host's folder, polled.
+        jailed = allow_listed(kind)
+        launcher = wrap(kind, ws, [*readonly, ws / task.entry] if jailed else readonly, cmd, harness=harness,
+                        sized_workspace=limits.workspace_bytes if jailed else 0, folders=("home", "tmp"))
+        contained = launch(launcher, ws, limits, timeout, kind, stop=stop, channel=harness_end, pass_fds=(fd,),
+                           writable=() if jailed else (ws,))
         run = TestRun(**vars(contained), workspace=str(ws))
         run.events = read_events(run.channel, secret)
         if run.channel_overflow:
@@ -280,7 +285,7 @@ def cross_check(run: TestRun, expected: Trusted) -> list[str]:
     if run.tests_changed:
         evidence.append("the solution changed the test files")
     if events.exitstatus is None:
-        if code == 0 and not (run.timed_out or run.stopped or run.over_quota):
+        if code == 0 and not (run.timed_out or run.stopped or run.over_quota or run.out_of_memory):
             evidence.append("the process exited 0 without finishing the session (no session-finished event)")
         return evidence
     if code == 0 and events.exitstatus != 0:
@@ -323,6 +328,9 @@ def judge_run(run: TestRun, expected: Trusted) -> Verdict:
         return failed("Timeout", f"Timeout: the tests did not finish in time{during}\n{output_tail}", "timeout")
     if run.over_quota:
         return failed("DiskQuota", f"DiskQuota: the run wrote more files than its workspace may hold\n{output_tail}")
+    if run.out_of_memory:
+        return failed("MemoryError", "MemoryError: the run's memory (anonymous, memfd, shm and tmpfs pages) passed "
+                      f"its limit and the kernel killed it{during}\n{output_tail}")
     if events.exitstatus is None:
         code = run.returncode or 0
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import socket
+import stat
 import struct
 import sys
 
@@ -79,9 +80,9 @@ def place(dest: str, like: str | None = None) -> None:
         os.makedirs(dest, exist_ok=True)
 
 
-def tmpfs(dest: str, size: int, owner: int) -> None:
+def tmpfs(dest: str, size: int, owner: int, mode: str = "1777") -> None:
     place(dest)
-    mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755,uid={owner},gid={owner}")
+    mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode},uid={owner},gid={owner}")
 
 
 def operate(op: str, dest: str, src: str, size: int, owner: int) -> None:
@@ -91,16 +92,17 @@ def operate(op: str, dest: str, src: str, size: int, owner: int) -> None:
         place(new)
         mount("proc", new, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     elif op == "dev":
-        tmpfs(new, 1 << 20, owner)
+        tmpfs(new, 1 << 20, owner, "0755")
         for name in DEVICES:
             place(f"{new}/{name}", f"{OLD}/dev/{name}")
             mount(f"{OLD}/dev/{name}", f"{new}/{name}", None, MS_BIND)
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{new}/{name}")
-        os.mkdir(f"{new}/shm", 0o1777)
-        os.chmod(f"{new}/shm", 0o1777)
     elif op == "tmpfs":
         tmpfs(new, size, owner)
+    elif op == "dir":
+        os.makedirs(new, exist_ok=True)
+        os.chmod(new, 0o1777)
     elif op == "symlink":
         os.makedirs(os.path.dirname(new), exist_ok=True)
         os.symlink(src, new)
@@ -109,6 +111,8 @@ def operate(op: str, dest: str, src: str, size: int, owner: int) -> None:
         mount(old, new, None, MS_BIND | MS_REC)
         if op == "ro-bind":
             remount_ro(new, recursive=True)
+        else:  # writable: nothing planted there runs setuid or opens a device
+            mount(None, new, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | kept_flags(new))
     elif op == "remount-ro":
         remount_ro(new, recursive=False)
     else:
@@ -144,13 +148,23 @@ def loopback_up() -> None:
 
 
 def give(paths: list[str], uid: int, gid: int) -> None:
-    """Hand whole trees to a user, links not followed: the writable binds to nobody before a run, the workspace back
-    to the harness after it."""
-    for top in paths:
-        os.lchown(top, uid, gid)
-        for root, dirs, files in os.walk(top):
-            for name in dirs + files:
-                os.lchown(os.path.join(root, name), uid, gid)
+    """Hand whole trees to a user, links not followed, however deep (a walk without recursion: untrusted code made
+    the tree), and clear every setuid and setgid bit: the writable binds to nobody before a run, back to the harness
+    after it, and no setuid file of a run is ever left in the run folder."""
+    folders = list(paths)
+    while folders:
+        here = folders.pop()
+        try:
+            info = os.lstat(here)
+            os.lchown(here, uid, gid)
+            if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(info.st_mode):
+                os.chmod(here, stat.S_IMODE(info.st_mode) & 0o1777)
+            if not stat.S_ISDIR(info.st_mode):
+                continue
+            with os.scandir(here) as found:
+                folders.extend(entry.path for entry in found)
+        except OSError:
+            continue
 
 
 def unprivileged(kind: str) -> None:

@@ -26,8 +26,15 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 HARNESS = Path("/harness")
 """Where soak's own files that run inside a jail are seen (at their place in the package: namespace packages)."""
 PRIVATE_TMP_BYTES = 64 << 20
-"""The jail's own /tmp, in memory; TMPDIR points into the workspace, whose size is capped and polled."""
+"""The jail's own /tmp and /dev/shm, each in memory of this size (bubblewrap's --dev alone leaves /dev/shm unbounded);
+TMPDIR points into the workspace, whose size is capped."""
 MASK_BYTES = 1 << 20
+KERNEL_READONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq")
+"""Kernel knobs read-only, as container runtimes mount them: a root-owned 0644 sysctl is writable by uid 0 even
+without capabilities."""
+KERNEL_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/latency_stats",
+                 "/proc/acpi", "/proc/scsi")
+"""Kernel views hidden behind /dev/null (files) or an empty read-only tmpfs (folders), as container runtimes do."""
 
 
 def python_dirs() -> list[Path]:
@@ -103,8 +110,9 @@ def allowed() -> tuple[list[Path], list[Path]]:
 
 
 class Mount(NamedTuple):
-    """One operation building a jail's root: `proc`, `dev`, `tmpfs` (of `size` bytes), `symlink` (to `src`),
-    `ro-bind` or `bind` (`src` at `dest`), `remount-ro`."""
+    """One operation building a jail's root: `proc`, `dev`, `tmpfs` (of `size` bytes, open to all: the jailed user
+    is not its owner when soak is root), `dir` (open to all), `symlink` (to `src`), `ro-bind` or `bind` (`src` at
+    `dest`), `remount-ro`. Every writable mount is nosuid and nodev."""
 
     op: str
     dest: str
@@ -112,15 +120,32 @@ class Mount(NamedTuple):
     size: int = 0
 
 
+def kernel_guards() -> tuple[list[Mount], list[str]]:
+    """The fresh /proc's knobs bound read-only and its kernel views masked; the masking folders to make read-only."""
+    guards = [Mount("ro-bind", path, path) for path in KERNEL_READONLY if os.path.exists(path)]
+    folders = [path for path in KERNEL_MASKED if os.path.isdir(path)]
+    guards += [Mount("ro-bind", path, "/dev/null") for path in KERNEL_MASKED if os.path.isfile(path)]
+    guards += [Mount("tmpfs", path, size=MASK_BYTES) for path in folders]
+    return guards, folders
+
+
 def jail_root(
-    ws: Path, readonly: list[Path], writable: tuple[Path, ...], visible: tuple[Path, ...], harness: tuple[Path, ...]
+    ws: Path, readonly: list[Path], writable: tuple[Path, ...], visible: tuple[Path, ...], harness: tuple[Path, ...],
+    sized_workspace: int = 0, folders: tuple[str, ...] = (),
 ) -> list[Mount]:
-    """The mount operations of a jail's root, in order (a later mount lands on an earlier one): fresh /proc /dev /tmp,
-    the system, the Python (a venv in /tmp too), what the caller makes visible, masks over soak where a bound directory
-    holds it, soak's bound files, the workspace and other writable paths, the read-only files in the workspace; last
-    the root and the masks read-only (not recursively: the workspace stays writable)."""
+    """The mount operations of a jail's root, in order (a later mount lands on an earlier one): fresh /proc with its
+    kernel knobs read-only, /dev with a sized /dev/shm, /tmp, the system, the Python (a venv in /tmp too), what the
+    caller makes visible, masks over soak where a bound directory holds it, soak's bound files, the workspace and
+    other writable paths, the read-only files in the workspace; last the root and the masks read-only (not
+    recursively: the workspace stays writable).
+
+    `sized_workspace` (bytes) makes the workspace a tmpfs of that size, seen only inside the jail, holding the
+    read-only files and the `folders` made in it (a judged run: its writes, unlinked files included, count against the
+    size and vanish with the run)."""
     links, bound = allowed()
-    root = [Mount("proc", "/proc"), Mount("dev", "/dev"), Mount("tmpfs", "/tmp", size=PRIVATE_TMP_BYTES)]
+    guards, masked = kernel_guards()
+    root = [Mount("proc", "/proc"), *guards, Mount("dev", "/dev"), Mount("tmpfs", "/dev/shm", size=PRIVATE_TMP_BYTES),
+            Mount("tmpfs", "/tmp", size=PRIVATE_TMP_BYTES)]
     root += [Mount("symlink", str(link), os.readlink(link)) for link in links]
     root += [Mount("ro-bind", str(path), str(path)) for path in bound]
     shown = [Path(os.path.abspath(path)) for path in visible if path.exists()]
@@ -129,19 +154,36 @@ def jail_root(
              and any(path.is_relative_to(other) for other in [*bound, *shown])]
     root += [Mount("tmpfs", str(path), size=MASK_BYTES) for path in masks]
     root += [Mount("ro-bind", str(in_jail(path)), str(path)) for path in harness]
-    root += [Mount("bind", str(path), str(path)) for path in (ws, *writable)]
+    if sized_workspace:
+        root += [Mount("tmpfs", str(ws), size=sized_workspace), *(Mount("dir", str(ws / name)) for name in folders)]
+    root += [Mount("bind", str(path), str(path)) for path in (*([] if sized_workspace else [ws]), *writable)]
     root += [Mount("ro-bind", str(path), str(path)) for path in readonly]
-    return [*root, *(Mount("remount-ro", str(path)) for path in ["/", *masks])]
+    return [*root, *(Mount("remount-ro", str(path)) for path in ["/", *masks, *masked])]
+
+
+def made_folders(root: list[Mount]) -> list[str]:
+    """The folders bubblewrap makes in the new root (or in a tmpfs of it) to hold a mount point: it gives them their
+    host counterpart's mode, so a jailed user who is not root could not pass /root (0700) to a Python kept there."""
+    points = {m.dest for m in root if m.op != "remount-ro"}
+    host = [m.dest for m in root if m.op in ("proc", "dev", "bind", "ro-bind")]
+    parents = {str(parent) for point in points for parent in Path(point).parents if parent != Path("/")}
+    return sorted(p for p in parents - points if not any(Path(p).is_relative_to(point) for point in host))
 
 
 def bwrap_args(root: list[Mount]) -> list[str]:
-    """A root's operations as bubblewrap's arguments."""
+    """A root's operations as bubblewrap's arguments; the folders it makes are opened to all (made_folders) before
+    the root goes read-only."""
     args: list[str] = []
     for m in root:
+        if m.op == "remount-ro" and m.dest == "/":
+            for folder in made_folders(root):
+                args += ["--chmod", "0755", folder]
         if m.op in ("proc", "dev", "remount-ro"):
             args += [f"--{m.op}", m.dest]
         elif m.op == "tmpfs":
-            args += ["--size", str(m.size), "--tmpfs", m.dest]
+            args += ["--perms", "1777", "--size", str(m.size), "--tmpfs", m.dest]
+        elif m.op == "dir":
+            args += ["--perms", "1777", "--dir", m.dest]
         else:  # symlink, ro-bind, bind: source first
             args += [f"--{m.op}", m.src, m.dest]
     return args
@@ -161,15 +203,22 @@ def described(kind: str) -> list[tuple[str, str, bool]]:
     links, bound = allowed()
     reads = [f"{link} -> {os.readlink(link)}" for link in links] + [str(path) for path in bound]
     hides = outermost(hidden(), [])
-    user = {"bwrap": "as the harness's user", "unshare": "as nobody, without capabilities",
-            "unshare-user": "as the harness's user (nobody in a nested user namespace), without capabilities"}[kind]
+    root = os.geteuid() == 0
+    user = {"bwrap": "as nobody (setpriv drops soak's root)" if root else "as the harness's user in a user namespace",
+            "unshare": "as nobody",
+            "unshare-user": "as nobody in a nested user namespace (the harness's user outside)"}[kind]
     return [
         ("reads", "read-only: " + ", ".join(reads) + "; an agent also its venv, the Python it was made from and "
                   "[agent] readable; of soak only its pytest plugin (or an agent's bridge)", True),
         ("hidden", "everything else: soak, the task bank and run folders (" + ", ".join(map(str, hides)) + "), "
                    "every suite's folders, other attempts, home and project folders", True),
-        ("writes", f"{user}: the workspace (an agent also its temporary HOME); a private /tmp of "
-                   f"{PRIVATE_TMP_BYTES >> 20} MiB; the mounts cannot be undone from inside", True),
+        ("user", f"{user}, without capabilities, no new privileges", True),
+        ("kernel", "/proc/sys, /proc/sysrq-trigger and the other kernel knobs read-only; kcore, keys and the like "
+                   "masked", True),
+        ("writes", f"the workspace (an agent also its temporary HOME; a judged run a tmpfs of the workspace's size); "
+                   f"a private /tmp and /dev/shm of {PRIVATE_TMP_BYTES >> 20} MiB each; every writable mount nosuid "
+                   "and nodev, no setuid or setgid bit kept after a run; the mounts cannot be undone from inside",
+         True),
         ("network", "none; an agent reaches soak's recording proxy only, through a socket bridge", True),
         ("run records", "protected: no test run or agent sees the run folder (an agent only its own workspace)", True),
     ]

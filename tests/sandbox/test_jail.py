@@ -276,8 +276,10 @@ def test_no_process_outlives_the_verdict_and_the_harness_survives(kind, attack):
     assert not marker_alive(marker)
     if attack == "leave-sleeper":
         assert verdict.result == "pass"
-    else:  # In a pid namespace a kill may miss (pid 1 ignores it); where it hits, the run is a crash.
-        assert verdict.result == "pass" or (verdict.result, verdict.error_kind) == ("fail", "Crash")
+    else:  # In a pid namespace a kill may miss (pid 1 ignores it) or be refused (soak's root dropped to nobody,
+        # the parent is not its own); where it hits, the run is a crash.
+        assert verdict.result == "pass" or (verdict.result, verdict.error_kind) in (("fail", "Crash"),
+                                                                                     ("fail", "PermissionError"))
 
 
 @pytest.mark.parametrize("kind", KINDS, indirect=True)
@@ -334,7 +336,11 @@ def test_disk_bomb_in_many_files_hits_the_workspace_cap():
         """
     limits = ResourceLimits(file_size_bytes=4 << 20, workspace_bytes=16 << 20)
     verdict = judge(task, textwrap.dedent(source), limits=limits)
-    assert (verdict.result, verdict.error_kind) == ("fail", "DiskQuota")
+    if NAMESPACED:  # the workspace is a tmpfs of that size: the write that does not fit fails
+        assert (verdict.result, verdict.error_kind) == ("fail", "OSError")
+        assert "No space left on device" in verdict.error_tail
+    else:  # the host's folder, polled
+        assert (verdict.result, verdict.error_kind) == ("fail", "DiskQuota")
 
 
 def test_a_flood_of_output_keeps_only_head_and_tail():

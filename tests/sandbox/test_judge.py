@@ -474,7 +474,7 @@ def test_a_tree_deeper_than_the_recursion_limit_is_walked_measured_and_removed(t
         os.close(folder)
         touched = sandbox.tests_touched(deep, DOUBLE)
         assert len(touched) == 1 and touched[0].endswith("a/conftest.py")
-        assert not jail.workspace_too_big(deep, 1 << 20) and jail.workspace_too_big(deep, 1 << 20, max_entries=100)
+        assert not jail.too_big((deep,), 1 << 20) and jail.too_big((deep,), 1 << 20, max_entries=100)
         jail.remove_tree(deep)
         assert not deep.exists()
     finally:
