@@ -93,6 +93,10 @@ class Budgets(Strict):
     """No byte on a stream for this long aborts the call as stalled."""
 
 
+MAX_REQUEST_BYTES = 32 << 20
+"""The default of `[agent] max_request_bytes`."""
+
+
 class Agent(Strict):
     """The external agent of mode "agent": run per attempt, jailed, talking to the coder endpoint through soak's
     recording proxy."""
@@ -107,6 +111,9 @@ class Agent(Strict):
     """Extra environment of the agent process (never a key: the proxy adds the real one)."""
     address_space_bytes: int = 8 << 30
     """RLIMIT_AS of the agent and the commands it runs."""
+    max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
+    """The largest request body the recording proxy takes from the agent (32 MiB: a long conversation is a few MiB);
+    a larger one is answered 413, without reading more than this of it, and counts as one of the agent's calls."""
     uncontained: bool = False
     """Run the agent even on a host where neither bubblewrap nor unshare works (a plain session), which cannot keep it
     from writing the night's records or reaching the model around the proxy; the report then says the night was

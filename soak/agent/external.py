@@ -144,7 +144,9 @@ class AgentRounds:
         return ran_tests(ledger.commands) if ledger.commands or ledger.seen_calls else None
 
     def missing(self, core: AttemptCore, number: int) -> AttemptEnded:
-        """No entry file after the agent ended: whose failure it was."""
+        """No entry file after the agent ended: whose failure it was. The stack's only when every call failed at the
+        server (connection, 5xx, stall, cut stream); a request the proxy refused (`bad_request`: malformed, too
+        large) is the agent's own error, so an agent that sent only those is judged by its exit."""
         run, totals = self.run, core.ledger.totals
         assert run is not None
         output = tail(run.output, 30)
@@ -216,7 +218,8 @@ class AgentNight:
         self.agent = ExternalAgent(config)
         endpoint = self.agent.endpoint
         key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-        self.proxy = RecordingProxy(config.roles.coder, endpoint, key, config.budgets)
+        self.proxy = RecordingProxy(config.roles.coder, endpoint, key, config.budgets,
+                                    config.agent.max_request_bytes)
         self.judge = judge or judge_solution
 
     async def start(self) -> None:

@@ -6,6 +6,12 @@ parsed into the same `Reply` soak's own calls use, so each call becomes a calls.
 its tool calls judged against the tools the agent itself declared. The per-task budgets hold here: past the call or
 token cap an attempt's requests get an OpenAI-style error and the attempt is marked ended, and a stream with no byte
 for `stale_seconds` is cut and recorded `stalled`.
+
+What the agent gets wrong is answered here, as its own call, and never forwarded: a body over `[agent]
+max_request_bytes` (413, refused before more than that is read) and a request no server would take (400), each a
+`bad_request` row charged to the attempt, so `infra_error` keeps meaning that the server failed a well-formed request.
+The model is the endpoint's: a request naming another is sent with the configured name, and its row keeps the name
+asked for (`requested_model`).
 """
 
 import asyncio
@@ -26,7 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from soak.agent.attempt import AttemptEnded, Ledger
-from soak.config import Budgets, Endpoint
+from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
 from soak.llm.reply import Reply, dict_or_fail
 from soak.record.schema import CallStatus
@@ -56,6 +62,30 @@ def env_proxy(url: str) -> str | None:
     return urllib.request.getproxies_environment().get(parts.scheme)
 
 
+def request_problem(payload: Any) -> str:
+    """Why an OpenAI-compatible server would refuse this chat request before any work, as vLLM's validation does;
+    empty when it is well formed. Only the fields the proxy reads and the shape every server needs are checked."""
+    if not isinstance(payload, dict):
+        return "the request body is not a JSON object"
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages must be a non-empty list"
+    if not all(isinstance(message, dict) and isinstance(message.get("role"), str) for message in messages):
+        return "each message must be an object with a role"
+    if not isinstance(payload.get("model"), str | None):
+        return "model must be a string"
+    if payload.get("stream") not in (None, True, False):
+        return "stream must be a boolean"
+    tools = payload.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
+        return "tools must be a list of objects"
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = payload.get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            return f"{key} must be a positive integer"
+    return ""
+
+
 def loaded(data: bytes) -> Any:
     """`data` decoded, or None if it is not JSON."""
     try:
@@ -70,8 +100,10 @@ class RecordingProxy:
     aiohttp on both sides: its server and its client parse HTTP in C (llhttp), which keeps the proxy's CPU per
     call well under the client's and the server's own (BENCHMARKS.md, "Recording proxy: overhead")."""
 
-    def __init__(self, name: str, endpoint: Endpoint, key: str | None, budgets: Budgets) -> None:
+    def __init__(self, name: str, endpoint: Endpoint, key: str | None, budgets: Budgets,
+                 max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         self.name, self.endpoint, self.key, self.budgets = name, endpoint, key, budgets
+        self.max_request_bytes = max_request_bytes
         self.upstream = endpoint.base_url.rstrip("/")
         self.via = env_proxy(self.upstream)
         self.attempts: dict[str, ProxiedAttempt] = {}
@@ -79,8 +111,9 @@ class RecordingProxy:
         self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
-        # client_max_size 0: no cap on a request (aiohttp's default of 1 MiB is less than a long conversation).
-        self.app = web.Application(client_max_size=0)
+        # Bodies are read by `capped_body`, against max_request_bytes (aiohttp's client_max_size applies to
+        # request.read() only, which would hold a whole body before it refuses one).
+        self.app = web.Application()
         self.app.router.add_post("/a/{token}/v1/chat/completions", self.chat)
         self.app.router.add_get("/a/{token}/v1/models", self.models)
         for method in ("GET", "POST"):
@@ -155,20 +188,43 @@ class RecordingProxy:
             return openai_error(502, f"soak proxy: upstream unreachable: {error!r}", "upstream_unreachable")
         return web.Response(body=body, status=upstream.status, content_type="application/json")
 
+    async def capped_body(self, request: web.Request) -> bytes | None:
+        """The request's body, or None when it is over `max_request_bytes`: a declared length is checked before a
+        byte is read, a body without one is read no further than the cap. aiohttp reads and drops what is left
+        (its lingering close, at most 10 s) so the agent still gets its answer; memory stays bounded by the cap."""
+        cap = self.max_request_bytes
+        if request.content_length is not None and request.content_length > cap:
+            return None
+        chunks, size = [], 0
+        while chunk := await request.content.readany():
+            size += len(chunk)
+            if size > cap:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
         attempt = self._attempt(request)
         if attempt is None:
             return openai_error(401, "soak proxy: unknown attempt token", "invalid_api_key")
-        body = await request.read()
-        try:
-            payload = dict_or_fail(json.loads(body))
-        except ValueError:
-            return openai_error(400, "soak proxy: the request body is not a JSON object", "bad_request")
         try:
             attempt.ledger.start_call()
         except AttemptEnded as ended:
             return openai_error(400, f"soak: this attempt ended: {ended.detail}", ended.outcome)
-        call = ProxiedCall(self, attempt, payload, attempt.ledger.calls - 1)
+        call = ProxiedCall(self, attempt, attempt.ledger.calls - 1)
+        body = await self.capped_body(request)
+        if body is None:
+            return call.refused(413, f"soak proxy: the request body is over {self.max_request_bytes} bytes "
+                                "([agent] max_request_bytes)", "request_too_large")
+        payload = loaded(body)
+        if problem := request_problem(payload):
+            return call.refused(400, f"soak proxy: {problem}", "bad_request")
+        call.payload = payload
+        model = self.endpoint.model
+        if payload.get("model") != model:
+            call.requested_model = payload.get("model") or ""
+            payload["model"] = model
+            body = json.dumps(payload).encode()
         got = Reply()
         assert self.session is not None
         try:
@@ -192,9 +248,18 @@ class RecordingProxy:
 class ProxiedCall:
     """One agent call on its way through: the bytes pass, a copy is parsed, the row is written at the end."""
 
-    def __init__(self, proxy: RecordingProxy, attempt: ProxiedAttempt, payload: dict[str, Any], index: int) -> None:
-        self.proxy, self.attempt, self.payload, self.index = proxy, attempt, payload, index
+    def __init__(self, proxy: RecordingProxy, attempt: ProxiedAttempt, index: int) -> None:
+        self.proxy, self.attempt, self.index = proxy, attempt, index
         self.stale_seconds = proxy.budgets.stale_seconds
+        self.payload: dict[str, Any] = {}
+        """The request as the agent sent it, once it is known to be well formed."""
+        self.requested_model = ""
+        """The model the agent asked for when it was not the endpoint's."""
+
+    def refused(self, http_status: int, message: str, code: str) -> web.Response:
+        """Answer the agent's own error without asking the server; it is recorded and counts as one of its calls."""
+        self.record(Reply(), "bad_request", http_status, message)
+        return openai_error(http_status, message, code)
 
     async def relay(self, request: web.Request, upstream: aiohttp.ClientResponse, got: Reply,
                     media: str) -> web.StreamResponse:
@@ -273,16 +338,16 @@ class ProxiedCall:
         return web.Response(body=body, status=upstream.status, headers={"Content-Type": media})
 
     def record(self, got: Reply, status: CallStatus, http_status: int | None, error: str) -> None:
-        attempt, payload = self.attempt, self.payload
-        tools = payload.get("tools") if isinstance(payload.get("tools"), list) else None
-        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
+        """The call's row, charged to the attempt's ledger. `model` is the endpoint's: the only model the proxy
+        serves."""
+        attempt, payload = self.attempt, self.payload  # checked by request_problem, or empty for a refused call
         row = got.row(
             run_id=attempt.run_id, task_id=attempt.task_id, cycle=attempt.cycle, call_index=self.index, retry=1,
-            role="agent", endpoint=self.proxy.name, model=str(payload.get("model") or self.proxy.endpoint.model),
-            stream=bool(payload.get("stream")), tools=tools,
-            max_tokens=max_tokens if isinstance(max_tokens, int) else None, status=status, http_status=http_status,
-            error=scrub(error, self.proxy.key),
+            role="agent", endpoint=self.proxy.name, model=self.proxy.endpoint.model, stream=bool(payload.get("stream")),
+            tools=payload.get("tools"), max_tokens=payload.get("max_tokens") or payload.get("max_completion_tokens"),
+            status=status, http_status=http_status, error=scrub(error, self.proxy.key),
         )
+        row.requested_model = self.requested_model
         if status == "ok":
             attempt.ledger.said("".join(got.content), got.tool_calls())
         attempt.ledger.record(row)

@@ -4,13 +4,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
 folder stays readable (the columns at their defaults); a resume refuses it (its tasks.csv lacks the columns).
 4: calls.csv's `max_gap_s`. An older folder stays readable (the column empty: unknown); a resume refuses it (its
-calls.csv lacks the column)."""
+calls.csv lacks the column).
+5: calls.csv's `requested_model`. An older folder stays readable (the column empty); a resume refuses it (its calls.csv
+lacks the column)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -54,6 +56,9 @@ CallStatus = Literal[
     "ok", "stalled", "truncated", "connection", "http_5xx", "auth", "not_found", "context_window", "bad_request",
     "bad_response", "cancelled",
 ]
+"""How one try of an LLM call ended. `bad_request`: the request was the caller's error, refused by the server (a 4xx
+other than auth, not found and the context window) or by the recording proxy before the server saw it (a body over
+`[agent] max_request_bytes`, a request no server would take); never the stack's failure."""
 
 
 class Row(BaseModel):
@@ -159,6 +164,10 @@ class CallRow(Row):
     """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str
     model: str
+    """The model that served the call: the endpoint's (the recording proxy sends every request with its name)."""
+    requested_model: str = ""
+    """The model an external agent asked for when it named another (the proxy served the endpoint's instead); empty
+    when it asked for the endpoint's, named none, or the call is soak's own."""
     stream: bool
     started_at: float
     first_byte_s: float | None = None

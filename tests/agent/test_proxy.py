@@ -1,20 +1,25 @@
 """The recording proxy against a scripted upstream: bytes pass unchanged both ways, the real key is added only by the
-proxy, every call becomes a row, and the budgets and the stale cut hold."""
+proxy, every call becomes a row, and the budgets and the stale cut hold. What the agent gets wrong (a body over the
+cap, a malformed request) is answered by the proxy as the agent's own call, and only the configured model is served."""
 
 import asyncio
 import json
+import multiprocessing
+import resource
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 
 import httpx2
+import psutil
 import pytest
 from aiohttp import web
 
 from soak.agent.attempt import Ledger
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
-from soak.config import Budgets, Endpoint
+from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.record.schema import CallRow
 
 KEY = "sk-real-key"
@@ -106,13 +111,13 @@ async def settled(event: asyncio.Event) -> None:
 
 
 def run(upstream: Upstream, test: Callable[[Rig], Awaitable[None]], base_url: str | None = None,
-        **budgets: float) -> None:
+        max_request_bytes: int = MAX_REQUEST_BYTES, **budgets: float) -> None:
     """Start the upstream and a proxy in front of it with one open attempt, then run `test` against them."""
 
     async def go() -> None:
         async with serving(upstream) as url:
             proxy = RecordingProxy("sim", Endpoint(base_url=base_url or url, model="sim"), KEY,
-                                   Budgets(**budgets))
+                                   Budgets(**budgets), max_request_bytes)
             await proxy.start()
             rows: list[CallRow] = []
             recorded = asyncio.Event()
@@ -322,3 +327,157 @@ def test_an_attempt_token_never_looks_like_an_option():
     ledger = Ledger(max_calls=1, max_completion_tokens=1, on_call=lambda row: None)
     tokens = [proxy.open(ProxiedAttempt(ledger, "r", "t", 1))[1] for _ in range(300)]
     assert len(set(tokens)) == 300 and not [token for token in tokens if token.startswith("-")]
+
+
+def test_a_body_declared_over_the_cap_is_refused_with_413_before_a_byte_of_it_is_read():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", rig.proxy.port)
+        path = rig.base_url.split(str(rig.proxy.port), 1)[1]
+        writer.write(f"POST {path}/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {1 << 30}\r\n\r\n".encode())
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")  # answered while the body is still to come
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 413 ")
+        [row] = rig.rows
+        assert (row.status, row.http_status, row.role) == ("bad_request", 413, "agent")
+        assert "max_request_bytes" in row.error and rig.ledger.calls == 1 and not upstream.received
+
+    run(upstream, test)
+
+
+def test_a_body_without_a_length_is_read_up_to_the_cap_then_refused_and_charged():
+    upstream = Upstream()
+    read: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        for sent in range(64):
+            read.append(sent)
+            yield b" " * 1024
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=body(),
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 413 and reply.json()["error"]["code"] == "request_too_large"
+        assert len(read) == 64  # the agent sent it all and still got its answer
+        [row] = rig.rows
+        assert (row.status, row.http_status) == ("bad_request", 413) and not upstream.received
+
+    run(upstream, test, max_request_bytes=4096)
+
+
+MALFORMED = {
+    "not JSON": b"{not json",
+    "not an object": b"[1, 2]",
+    "no messages": json.dumps({"model": "sim"}).encode(),
+    "empty messages": json.dumps({"model": "sim", "messages": []}).encode(),
+    "a message not an object": json.dumps({"model": "sim", "messages": ["hi"]}).encode(),
+    "a message without a role": json.dumps({"messages": [{"content": "hi"}]}).encode(),
+    "tools not a list": json.dumps({**STREAM, "tools": {"name": "x"}}).encode(),
+    "max_tokens not a count": json.dumps({**STREAM, "max_tokens": "lots"}).encode(),
+    "model not a string": json.dumps({**STREAM, "model": ["sim"]}).encode(),
+}
+
+
+@pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_request_is_answered_400_by_the_proxy_recorded_and_never_forwarded(body):
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=body,
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 400 and reply.json()["error"]["code"] == "bad_request"
+        [row] = rig.rows
+        assert (row.status, row.http_status, row.role) == ("bad_request", 400, "agent")
+        assert row.error == reply.json()["error"]["message"] and rig.ledger.totals.infra_failures == 0
+        assert not upstream.received
+
+    run(upstream, test)
+
+
+def test_malformed_requests_count_against_the_call_cap():
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        for _ in range(2):
+            assert (await rig.client.post(f"{rig.base_url}/chat/completions", content=b"[]",
+                                          headers={"Authorization": f"Bearer {rig.token}"})).status_code == 400
+        refused = await rig.post(STREAM)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "call_cap"
+        assert len(rig.rows) == 2 and not upstream.received
+
+    run(upstream, test, max_calls=2)
+
+
+@pytest.mark.parametrize("asked", ["gpt-4o", None])
+def test_the_configured_model_serves_whatever_the_agent_asks_for(asked):
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        request = {**STREAM, "stream": False, "model": asked}
+        if asked is None:
+            del request["model"]
+        reply = await rig.post(request)
+        assert reply.status_code == 200 and reply.content == WHOLE
+        sent = json.loads(upstream.received[0][2])
+        assert sent == {**request, "model": "sim"}
+        [row] = rig.rows
+        assert (row.status, row.model, row.requested_model) == ("ok", "sim", asked or "")
+
+    run(upstream, test)
+
+
+def harness(conn: Connection) -> None:
+    """The harness's side of the 1 GiB test, a process of its own: an upstream and a proxy with one open attempt.
+    Sends the attempt's (base URL, token), then on each "measure" its RSS, its peak RSS so far and its rows, until
+    "stop"."""
+
+    async def go() -> None:
+        upstream = Upstream()
+        async with serving(upstream) as url:
+            proxy = RecordingProxy("sim", Endpoint(base_url=url, model="sim"), KEY, Budgets())
+            await proxy.start()
+            rows: list[CallRow] = []
+            ledger = Ledger(max_calls=50, max_completion_tokens=10**6, on_call=rows.append)
+            conn.send(proxy.open(ProxiedAttempt(ledger, "r", "t", 1)))
+            loop = asyncio.get_running_loop()
+            while await loop.run_in_executor(None, conn.recv) == "measure":
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+                conn.send((psutil.Process().memory_info().rss, peak, rows))
+            await proxy.stop()
+
+    asyncio.run(go())
+
+
+def test_a_1_gib_body_leaves_the_harness_rss_within_100_mib_of_a_normal_call_and_leaves_a_row():
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=harness, args=(theirs,))
+    process.start()
+    try:
+        base_url, token = ours.recv()
+
+        sent = []
+
+        def gib() -> Iterator[bytes]:
+            block = b" " * (1 << 20)
+            for _ in range(1024):
+                sent.append(len(block))
+                yield block
+
+        with httpx2.Client(timeout=60, headers={"Authorization": f"Bearer {token}"}) as client:
+            normal = client.post(f"{base_url}/chat/completions", json={**STREAM, "stream": False})
+            ours.send("measure")
+            rss, _, _ = ours.recv()
+            refused = client.post(f"{base_url}/chat/completions", content=gib())
+        ours.send("measure")
+        _, peak, rows = ours.recv()
+        ours.send("stop")
+    finally:
+        process.join(30)
+        process.kill()
+    assert normal.status_code == 200 and refused.status_code == 413 and sum(sent) == 1 << 30
+    assert peak - rss < 100 << 20, f"peak RSS {peak >> 20} MiB after {rss >> 20} MiB with a normal call"
+    assert [(row.status, row.http_status) for row in rows] == [("ok", 200), ("bad_request", 413)]

@@ -1,6 +1,7 @@
 """Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
-(tasks.csv without `tests_touched`) and version 3 (calls.csv without `max_gap_s`). Report, route and compare read
-them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
+(tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`) and version 4 (calls.csv without
+`requested_model`). Report, route and compare read them; a resume appends when the columns allow, else refuses in one
+line and changes nothing."""
 
 import csv
 import json
@@ -54,6 +55,11 @@ def as_version_2(folder: RunFolder) -> None:
 def as_version_3(folder: RunFolder) -> None:
     """What soak wrote before version 4: calls.csv without `max_gap_s`."""
     without_column(folder, folder.layout.calls, "max_gap_s", CallRow, 3)
+
+
+def as_version_4(folder: RunFolder) -> None:
+    """What soak wrote before version 5: calls.csv without `requested_model`."""
+    without_column(folder, folder.layout.calls, "requested_model", CallRow, 4)
 
 
 @pytest.fixture
@@ -138,3 +144,20 @@ def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tm
     assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
     resumed = invoke(main, ["run", "--resume", "v3", "--tasks", "1"])
     assert resumed.exit_code == 2 and "schema version 3" in resumed.output and "start a new run" in resumed.output
+
+
+def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v4")
+    run(folder, info, config, FakeTasks(calls=1))
+    as_version_4(folder)
+    assert "requested_model" not in folder.layout.calls.read_text()
+    record = load_run(folder.path)
+    assert len(record.calls) == 2 and list(record.calls["requested_model"]) == ["", ""]
+    assert [call.requested_model for call in read_rows(folder.layout.calls, CallRow)] == ["", ""]
+    invoke = CliRunner().invoke
+    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
+    resumed = invoke(main, ["run", "--resume", "v4", "--tasks", "1"])
+    assert resumed.exit_code == 2 and "schema version 4" in resumed.output and "start a new run" in resumed.output
