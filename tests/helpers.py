@@ -85,9 +85,10 @@ async def until(condition: Callable[[], T], *, timeout: float, what: str, interv
 
 
 def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 120",
-                 endpoint: str = "") -> Path:
+                 endpoint: str = "", agent: str = "") -> Path:
     """One task of the Exercism fixture suite with `script` as the agent (its arguments: prompt file, workspace, base
-    URL, API key, then `args`), against the sim at `base_url` (`endpoint`: more lines of its table); the run folder."""
+    URL, API key, then `args`), against the sim at `base_url` (`endpoint`, `agent`: more lines of those tables); the
+    run folder."""
     agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
     agent_dir.mkdir(exist_ok=True)
     (agent_dir / "agent.py").write_text(textwrap.dedent(script))
@@ -97,6 +98,7 @@ def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets
         concurrency = 1
         [agent]
         readable = [{json.dumps(str(agent_dir))}]
+        {agent}
         [endpoints.sim]
         base_url = "{base_url}"
         model = "soak-sim"

@@ -43,6 +43,8 @@ from soak.sandbox.visible import allow_listed, module_file, run_module, venv_dir
 from soak.tasks.spec import TaskSpec
 
 OUTPUT_BYTES = 256 * 1024
+AGENT_PROCESSES = 1024
+"""pids.max of an agent's cgroup: an agent runs shells, test runs and language servers, a fork bomb far more."""
 BRIDGE = "soak.agent.bridge"
 
 
@@ -91,7 +93,8 @@ class ExternalAgent:
             self.executable, self.path, self.label = found, os.environ.get("PATH", "/usr/bin:/bin"), self.adapter.name
         self.endpoint = config.endpoint_for("coder")
         self.limits = ResourceLimits(address_space_bytes=config.agent.address_space_bytes, open_files=4096,
-                                     output_bytes=OUTPUT_BYTES)
+                                     output_bytes=OUTPUT_BYTES, workspace_bytes=config.agent.disk_bytes,
+                                     max_processes=AGENT_PROCESSES)
 
     def argv(self, values: dict[str, str]) -> list[str]:
         return [self.executable, *fill(self.adapter.command[1:], values)]
@@ -137,6 +140,15 @@ class AgentRounds:
         core.ledger.raise_ended()
         if run.timed_out:
             raise WallBudget(f"wall budget of {core.seconds:g} s spent (the agent was killed)\n{tail(run.output)}")
+        limits = self.agent.limits
+        if run.out_of_memory:
+            raise AgentFailure(f"the agent's memory (anonymous, memfd, shm and tmpfs pages) passed its limit of "
+                               f"{limits.address_space_bytes >> 20} MiB and it was killed\n{tail(run.output)}",
+                               "MemoryLimit")
+        if run.over_quota:
+            raise AgentFailure(f"the agent's workspace and HOME (unlinked files held open included) passed their "
+                               f"limit of {limits.workspace_bytes >> 20} MiB and it was killed\n{tail(run.output)}",
+                               "DiskQuota")
 
     def ran_tests(self, ledger: Ledger) -> bool | None:
         """From the commands its replies asked to run (tool calls, shell blocks); None when it asked for none, as an
@@ -183,6 +195,7 @@ class AgentRounds:
         stop = self.core.ledger.stop
         job = asyncio.ensure_future(asyncio.to_thread(
             launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=stop,
+            writable=(ws, home),
         ))
         keep = self.core.layout.agent_files(number)
         try:

@@ -244,14 +244,15 @@ class Night:
         return next(self.path.glob("work/*/*/round-1/agent/output.txt")).read_text()
 
 
-def night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 60") -> Night:
+def night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 60",
+          agent: str = "") -> Night:
     """One task of the Exercism fixture suite with `script` as the agent (its arguments: prompt file, workspace, base
     URL, API key, `args`, last a marker of this night's processes); checks what every night must keep whatever the
     agent did."""
     marker = f"soak-attack-{uuid.uuid4().hex}"
     started = time.monotonic()
     path = script_night(tmp_path, base_url, script, *args, marker, budgets=budgets,
-                        endpoint=f'api_key_env = "{KEY_ENV}"')
+                        endpoint=f'api_key_env = "{KEY_ENV}"', agent=agent)
     seconds = time.monotonic() - started
     tasks = pd.read_csv(path / "tasks.csv", keep_default_na=False)
     calls = pd.read_csv(path / "calls.csv")
