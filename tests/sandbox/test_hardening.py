@@ -21,7 +21,6 @@ from soak.sandbox import judge as sandbox
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.judge import judge
 from soak.sandbox.visible import PRIVATE_TMP_BYTES
-from tests.helpers import REPO
 from tests.sandbox.test_jail import PROBE, make_task
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
@@ -206,10 +205,11 @@ def test_an_ordinary_user_running_soak_check_gets_the_same_jail():
     for path in folder.iterdir():
         os.chmod(path, 0o644)
     env = {"PATH": os.environ["PATH"], "HOME": str(folder), "TMPDIR": str(folder)}
-    check = [sys.executable, "-m", "soak.cli", "check", "--task", str(folder), "--solution", str(folder / "solution.py"),
-             "--json"]
+    check = [sys.executable, "-m", "soak.cli", "check", "--task", str(folder), "--solution",
+             str(folder / "solution.py"), "--json"]
     try:
-        done = subprocess.run(as_ordinary_user(check, folder), capture_output=True, text=True, env=env, cwd="/", timeout=120)
+        done = subprocess.run(as_ordinary_user(check, folder), capture_output=True, text=True, env=env, cwd="/",
+                              timeout=120)
     finally:
         shutil.rmtree(folder)
     assert done.returncode == 0, done.stdout + done.stderr
