@@ -88,6 +88,8 @@ class ResourceLimits(BaseModel):
     """Pytest output kept: the first and last halves; the middle is counted and dropped."""
     grace_seconds: float = 1.0
     """Between SIGTERM and SIGKILL when the wall timeout hits."""
+    entry_bytes: int = 1 * MiB
+    """The largest entry file judged: a larger one fails (TooLarge) without being read whole, scanned or run."""
 
 
 @dataclass
@@ -306,6 +308,11 @@ def processes(proc: subprocess.Popen, token: str, kind: str) -> list[psutil.Proc
     return found
 
 
+def run_pids(proc: subprocess.Popen, token: str, kind: str, group: RunCgroup | None) -> list[int]:
+    """The pids of a run's live processes: its cgroup's members, else its launcher's descendants (`processes`)."""
+    return group.members() if group is not None else [process.pid for process in processes(proc, token, kind)]
+
+
 def signal_all(procs: list[psutil.Process], sig: int) -> None:
     for process in procs:
         with contextlib.suppress(psutil.Error):
@@ -437,8 +444,7 @@ def launch(
                 if group is not None and group.oom_kills():
                     run.out_of_memory = True
                     break
-                pids = group.members() if group is not None else [p.pid for p in processes(proc, token, kind)]
-                if writable and too_big(writable, limits.workspace_bytes, pids):
+                if writable and too_big(writable, limits.workspace_bytes, run_pids(proc, token, kind, group)):
                     run.over_quota = True
                     break
             ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, deadline - now))}

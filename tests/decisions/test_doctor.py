@@ -13,6 +13,7 @@ from soak.config import Endpoint, Roles, Server, SoakConfig, Stack, with_cli_end
 from soak.decisions.doctor import diagnose_all, planned_sessions, session_tokens
 from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
+from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
 from soak.sim.scenario import Cache, Fault, Reasoning
 from soak.stack.cache_settings import (
@@ -113,8 +114,10 @@ def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
     result = doctor_cli(url, "--json")
     jail = {f["check"]: f for f in json.loads(result.output)["jail"]}
     kind = isolation_kind()
-    hidden = ["hidden"] if kind != "session" else []
-    assert list(jail) == ["isolation", "reads", *hidden, "writes", "network", "run records"]
+    guarded = ["hidden", "user", "kernel"] if kind != "session" else []
+    assert list(jail) == ["isolation", "reads", *guarded, "writes", "network", "run records", "memory"]
+    assert jail["memory"]["ok"] == (cgroup.hierarchy() is not None)
+    assert jail["memory"]["result"].startswith("a cgroup v" if jail["memory"]["ok"] else "rlimits only")
     assert jail["isolation"]["result"] == kind and jail["isolation"]["ok"] == (kind != "session")
     if kind != "session":
         reads = jail["reads"]["result"]
@@ -125,7 +128,7 @@ def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
     monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "unshare")
     fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
     assert fallback["run records"]["result"].startswith("protected") and fallback["isolation"]["ok"]
-    assert fallback["writes"]["result"].startswith("as nobody")
+    assert fallback["user"]["result"].startswith("as nobody") and "read-only" in fallback["kernel"]["result"]
     monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "session")
     fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
     assert fallback["run records"]["result"].startswith("not protected") and not fallback["run records"]["ok"]
