@@ -84,11 +84,10 @@ async def until(condition: Callable[[], T], *, timeout: float, what: str, interv
     return await AsyncRetrying(**_policy(timeout, interval, what, (), None))(check)
 
 
-def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 120",
-                 endpoint: str = "", agent: str = "") -> Path:
-    """One task of the Exercism fixture suite with `script` as the agent (its arguments: prompt file, workspace, base
-    URL, API key, then `args`), against the sim at `base_url` (`endpoint`, `agent`: more lines of those tables); the
-    run folder."""
+def script_night_args(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 120",
+                      endpoint: str = "", agent: str = "") -> list[str]:
+    """The `soak` arguments of `script_night`'s night (its config and agent written under `tmp_path`), for a night run
+    in a process of its own."""
     agent_dir = tmp_path / "agent"  # Only this folder of the test's is readable inside the jail.
     agent_dir.mkdir(exist_ok=True)
     (agent_dir / "agent.py").write_text(textwrap.dedent(script))
@@ -111,7 +110,15 @@ def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets
         """) + budgets + "\n")
     command = " ".join([sys.executable, str(agent_dir / "agent.py"), "{prompt_file}", "{workspace}", "{base_url}",
                         "{api_key}", *args])
-    result = CliRunner().invoke(main, ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet",
-                                       "--run-id", "night"])
+    return ["run", "--config", str(config), "--agent", command, "--tasks", "1", "--quiet", "--run-id", "night"]
+
+
+def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str = "task_seconds = 120",
+                 endpoint: str = "", agent: str = "") -> Path:
+    """One task of the Exercism fixture suite with `script` as the agent (its arguments: prompt file, workspace, base
+    URL, API key, then `args`), against the sim at `base_url` (`endpoint`, `agent`: more lines of those tables); the
+    run folder."""
+    arguments = script_night_args(tmp_path, base_url, script, *args, budgets=budgets, endpoint=endpoint, agent=agent)
+    result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     return tmp_path / "data" / "night"

@@ -9,8 +9,6 @@ budget ends; the one place an ending becomes an outcome; and the one TaskRow bui
 import asyncio
 import contextlib
 import json
-import os
-import stat
 import threading
 import time
 import traceback
@@ -26,7 +24,7 @@ from soak.llm.integrity import ToolCall
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
 from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, ClaimSource, ClaimStatus, Outcome, TaskRow
-from soak.sandbox.judge import Verdict, tail, tests_touched
+from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, tests_touched, too_large
 from soak.tasks.spec import TaskSpec
 
 INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})
@@ -246,18 +244,6 @@ class Driver(Protocol):
         """The driver's own columns of the row (models, delegations, the agent...)."""
 
 
-def entry_source(path: Path) -> str | None:
-    """The text of the entry file an attempt left, or None when there is none to judge. A symlink is not followed:
-    written in a jail, it may name what only the harness can read (the task's reference); nor is anything but a
-    regular file read (a pipe would block)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with open(fd, errors="replace") as file:
-        return file.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
-
-
 async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> Verdict:
     """Judge in a thread; when the attempt is cancelled meanwhile (its wall budget, the night's deadline, Ctrl-C), the
     test process is killed and its end awaited before the cancellation goes on, so no test outlives its attempt."""
@@ -286,12 +272,13 @@ class AttemptCore:
         """Told (round, role) as each call starts and (round, "tests") as the tests start: the live view's step."""
         self.workspace = layout.workspace
         self.entry = self.workspace / task.entry
+        self.entry_bytes = ResourceLimits().entry_bytes
         self.seconds = task.budget_seconds or budgets.task_seconds
         self.reserve = min(budgets.final_test_seconds, self.seconds / 4)
         """Part of the wall budget kept for testing the last written solution once time runs out."""
         self.round = 0
         self.verdict: Verdict | None = None
-        self.judged_source: str | None = None
+        self.judged_source: str | TooLarge | None = None
         self.test_seconds = 0.0
         self.touched: set[str] = set()
         """What any round left in the workspace that configures pytest or mimics the tests (`tests_touched`)."""
@@ -314,7 +301,7 @@ class AttemptCore:
         async with driver:
             ending = await self._guarded(self._rounds(driver), self.seconds - self.reserve)
             assert ending is not None
-            left = entry_source(self.entry)
+            left = entry_source(self.entry, self.entry_bytes)
             if ending.outcome not in ("pass", "fail", "harness_error") and left not in (None, self.judged_source):
                 judged_left = await self._guarded(self._judge(left), self.left())
                 if judged_left is not None and judged_left.outcome == "harness_error":
@@ -352,7 +339,7 @@ class AttemptCore:
             finally:
                 self.touched.update(tests_touched(self.workspace, self.task))
             self.ledger.raise_ended()
-            source = entry_source(self.entry)
+            source = entry_source(self.entry, self.entry_bytes)
             if source is None:
                 raise driver.missing(self, number)
             self.noop_rounds += number > 1 and source == self.judged_source
@@ -377,9 +364,14 @@ class AttemptCore:
         except Exception as error:
             return Ending("harness_error", type(error).__name__, traceback.format_exc())
 
-    async def _judge(self, source: str) -> Verdict:
+    async def _judge(self, source: str | TooLarge) -> Verdict:
+        """A round's verdict: the judge's, or at once a fail for a file over the size limit (nothing of it runs)."""
         self.on_step(self.round, "tests")
-        verdict = await judged(self.judge, self.task, source, self.layout.round(max(self.round, 1)))
+        keep_dir = self.layout.round(max(self.round, 1))
+        if isinstance(source, TooLarge):
+            verdict = too_large(self.task, source, keep_dir)
+        else:
+            verdict = await judged(self.judge, self.task, source, keep_dir)
         self.verdict, self.judged_source = verdict, source
         self.test_seconds += verdict.duration_s
         return verdict

@@ -10,7 +10,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from shutil import rmtree
 from typing import Protocol
 
 from soak.agent.attempt import CallTotals, Ending, task_row
@@ -18,6 +17,7 @@ from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
+from soak.sandbox.jail import remove_tree
 from soak.tasks.spec import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
@@ -304,9 +304,9 @@ class Runner(RowListener):
         superseded = self.retried.pop((cycle, task.id), None)
         if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
             workdir.rename(unused(workdir.with_name(f"{cycle}.session-{superseded}")))
-        if workdir.exists():  # a redo after a crash or a cancel starts clean
-            rmtree(workdir)
-        workdir.mkdir(parents=True)
+        # A redo after a crash or a cancel starts clean, however deep a tree the attempt left (shutil.rmtree recurses).
+        remove_tree(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
         key = f"{task.id}/{cycle}"
 
         def on_call(row: CallRow) -> None:

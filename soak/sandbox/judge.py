@@ -25,9 +25,11 @@ import secrets
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -35,8 +37,19 @@ from typing import Literal
 from pydantic import BaseModel
 
 from soak.errors import BadInput
+from soak.paths import PACKAGE_DIR
 from soak.sandbox import scan
-from soak.sandbox.jail import Contained, ResourceLimits, entries, isolation_kind, launch, remove_tree, wrap
+from soak.sandbox.jail import (
+    Contained,
+    MiB,
+    ResourceLimits,
+    entries,
+    isolation_kind,
+    launch,
+    remove_tree,
+    rlimit_setter,
+    wrap,
+)
 from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module
 from soak.tasks.spec import TaskSpec
 
@@ -46,6 +59,15 @@ TAIL_LINES = 60
 SECRET_BYTES = 32
 """The per-run key of the channel's MACs (soak.sandbox.plugin reads exactly this many bytes)."""
 COLLECT_TIMEOUT_SECONDS = 120
+HEAD_BYTES = 64 * 1024
+"""What a round keeps of an entry file over the size limit: its head."""
+SCAN_SECONDS = 10
+"""The static scan's wall clock and CPU seconds; past them it is said to have failed."""
+SCAN_LIMITS = ResourceLimits(address_space_bytes=1024 * MiB)
+"""The scan's memory: a source that parses into more is said, not scanned."""
+SCAN_COMMAND = [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(PACKAGE_DIR.parent)!r}); "
+                "from soak.sandbox.scan import main; main()"]
+"""The scan alone, without site: its module imports the standard library and soak.python_ast only."""
 TestResult = Literal["pass", "fail", "timeout", "error", "tampered"]
 """What the tests found of one solution (the attempt's Outcome is decided from it by soak.agent.attempt)."""
 
@@ -376,12 +398,58 @@ def expected_tests(
         return _expected[key]
 
 
-def suspicion(source: str) -> str:
-    """The static look's reasons, joined; a failing scan is said, never fatal."""
-    try:
-        return "; ".join(scan.suspicious(source))
-    except Exception as error:  # noqa: BLE001 - the scan only annotates
-        return f"scan failed: {type(error).__name__}"
+class Scan:
+    """The static look at one source (soak.sandbox.scan) in a process of its own, started before the tests and read
+    after them: its memory, CPU seconds and wall time are bounded there, so no source inflates or stalls the harness
+    (the scan is linear but slow, seconds a MiB, and a parser crash would take its process down). It only annotates:
+    a failing scan is said, never fatal. A context manager: leaving it kills a scan still running."""
+
+    def __init__(self, source: str) -> None:
+        self.deadline = time.monotonic() + SCAN_SECONDS
+        self.process: subprocess.Popen | None = None
+        self.failed = ""
+        try:
+            with tempfile.TemporaryFile() as held:  # read by the scan at its pace: nothing here waits on a pipe
+                held.write(source.encode())
+                held.seek(0)
+                self.process = subprocess.Popen(
+                    SCAN_COMMAND, stdin=held, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    preexec_fn=rlimit_setter(SCAN_LIMITS, SCAN_SECONDS))
+        except Exception as error:  # noqa: BLE001 - the scan only annotates
+            self.failed = f"scan failed: {type(error).__name__}"
+
+    def __enter__(self) -> "Scan":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            with self.process:  # closes its pipes and reaps it
+                self.process.kill()  # a no-op once it has ended
+
+    def reasons(self, stop: threading.Event | None = None) -> str:
+        """The scan's reasons, "; "-joined; waits for it until its deadline, no longer once `stop` is set."""
+        if self.process is None:
+            return self.failed
+        while True:
+            try:
+                out, err = self.process.communicate(timeout=min(0.1, max(self.deadline - time.monotonic(), 0)))
+                break
+            except subprocess.TimeoutExpired:
+                if stop is not None and stop.is_set():
+                    return "scan failed: the attempt's budget ended first"
+                if time.monotonic() >= self.deadline:
+                    return f"scan failed: it took over {SCAN_SECONDS} s"
+        code = self.process.returncode
+        if code < 0:
+            return f"scan failed: killed by {signal.Signals(-code).name}"
+        try:
+            found = json.loads(out) if code == 0 else None
+        except ValueError:
+            found = None
+        if not isinstance(found, list) or not all(isinstance(reason, str) for reason in found):
+            last = (err.decode(errors="replace").strip().splitlines() or [f"exit code {code}"])[-1]
+            return f"scan failed: {scan.tidy(last, 80)}"
+        return "; ".join(found)
 
 
 PYTHON_SETUP = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
@@ -432,39 +500,78 @@ def judge(
     limits = limits or ResourceLimits()
     kind = kind or isolation_kind()
     key = task_key(task)
-    suspicious = suspicion(source)
-    try:
-        if source == task.reference and key not in _expected:
-            # The reference's own run is trusted: its collection spares a separate one.
-            run = run_tests(task, source, limits, kind, stop=stop)
-            collected = clean_collection(run)
-            if collected is not None:
-                _expected.setdefault(key, collected)
-            verdict = judge_run(run, _expected.get(key, Trusted((), {})))
-        else:
-            expected = expected_tests(task, limits, kind, stop)
-            run = run_tests(task, source, limits, kind, stop=stop)
-            verdict = judge_run(run, expected)
-    except TaskBroken as broken:
-        verdict = Verdict(result="error", error_kind="TaskError", isolation=kind, suspicious=suspicious,
-                          error_tail=f"TaskError: the task's reference does not collect cleanly\n{broken}")
-        return keep(verdict, task, source, keep_dir)
-    except Stopped:
-        verdict = Verdict(result="timeout", error_kind="Timeout", isolation=kind, suspicious=suspicious,
-                          error_tail="Timeout: the attempt's budget ended while the tests were collected")
-        return keep(verdict, task, source, keep_dir)
-    verdict.duration_s, verdict.isolation, verdict.output = round(run.duration_s, 3), kind, run.output
-    verdict.suspicious = suspicious
+    with Scan(source) as scanning:
+        try:
+            if source == task.reference and key not in _expected:
+                # The reference's own run is trusted: its collection spares a separate one.
+                run = run_tests(task, source, limits, kind, stop=stop)
+                collected = clean_collection(run)
+                if collected is not None:
+                    _expected.setdefault(key, collected)
+                verdict = judge_run(run, _expected.get(key, Trusted((), {})))
+            else:
+                expected = expected_tests(task, limits, kind, stop)
+                run = run_tests(task, source, limits, kind, stop=stop)
+                verdict = judge_run(run, expected)
+            verdict.duration_s, verdict.output = round(run.duration_s, 3), run.output
+        except TaskBroken as broken:
+            verdict = Verdict(result="error", error_kind="TaskError",
+                              error_tail=f"TaskError: the task's reference does not collect cleanly\n{broken}")
+        except Stopped:
+            verdict = Verdict(result="timeout", error_kind="Timeout",
+                              error_tail="Timeout: the attempt's budget ended while the tests were collected")
+        verdict.isolation, verdict.suspicious = kind, scanning.reasons(stop)
     return keep(verdict, task, source, keep_dir)
 
 
 def keep(verdict: Verdict, task: TaskSpec, source: str, keep_dir: Path | None) -> Verdict:
-    """Copy the judged solution and the test output next to the caller's records."""
+    """Copy the judged solution (of one over the size limit, its head) and the test output next to the caller's
+    records."""
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)
         (keep_dir / task.entry).write_text(source)
         (keep_dir / "test_output.txt").write_text(verdict.output or verdict.error_tail)
     return verdict
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """An entry file over the size limit (ResourceLimits.entry_bytes), seen without being read whole: its size, its
+    head and which file it was (device, inode, modification time: a round that left it untouched is a no-op)."""
+
+    size: int
+    limit: int
+    stamp: tuple[int, int, int]
+    head: bytes = field(compare=False, repr=False)
+
+    def verdict(self, entry: str) -> Verdict:
+        return Verdict(result="fail", error_kind="TooLarge",
+                       error_tail=f"TooLarge: {entry} is {self.size:,} bytes, over the limit of {self.limit:,} bytes "
+                                  "on a judged file: it was not run and no test ran")
+
+
+def entry_source(path: Path, limit: int) -> str | TooLarge | None:
+    """The text of an entry file to judge; TooLarge past `limit` bytes (its size checked before anything is read,
+    then only its head); None when there is none. A symlink is not followed: written in a jail, it may name what
+    only the harness can read (the task's reference); nor is anything but a regular file read (a pipe would block)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        data = file.read(limit + 1 if info.st_size <= limit else HEAD_BYTES)
+        if info.st_size > limit or len(data) > limit:  # also a file that grew since
+            stamp = (info.st_dev, info.st_ino, info.st_mtime_ns)
+            return TooLarge(max(info.st_size, len(data)), limit, stamp, data[:HEAD_BYTES])
+    return data.decode(errors="replace")
+
+
+def too_large(task: TaskSpec, found: TooLarge, keep_dir: Path | None) -> Verdict:
+    """The verdict on an entry file over the size limit, nothing run; its head is what the round keeps."""
+    return keep(found.verdict(task.entry), task, found.head.decode(errors="replace"), keep_dir)
 
 
 __all__ = ["ResourceLimits", "Verdict", "isolation_kind", "judge", "tests_touched"]

@@ -7,10 +7,13 @@ frames, builtins), ending the process early or at exit, reading or writing files
 starting processes, patching imported modules, and running code built from strings. Each reason is one short
 phrase with its line. It is a tripwire, not a proof: an honest solution that needs one of these (rare in a
 self-contained task) is flagged and a determined one can hide from it; the tests are what decide the outcome.
+The judge runs it in a process of its own (`main`), bounded: its cost grows with the source, never the harness's.
 """
 
 import ast
+import json
 import re
+import sys
 from collections.abc import Iterator
 from typing import TypeGuard
 
@@ -83,9 +86,10 @@ PLAIN_DUNDERS = {"__name__", "__qualname__", "__doc__", "__module__", "__wrapped
 EXIT_NAMES = {"exit", "quit"}
 STRING_BUILDERS = re.compile(r"decode|b64decode|b32decode|b85decode|a85decode|fromhex|unhexlify|decompress|"
                              r"rot13|translate|join|chr|format|reversed")
-HARNESS_TEXT = re.compile(r"\b_?pytest\w*|\bconftest\b|\bunittest\b|\bPYTEST_\w+|\btest_\w*\.py\b|\w+_test\.py\b|"
+HARNESS_TEXT = re.compile(r"\b_?pytest\w*|\bconftest\b|\bunittest\b|\bPYTEST_\w+|\btest_\w*\.py\b|\b\w+_test\.py\b|"
                           r"\bpytest_(?:runtest|sessionfinish|terminal|report)\w*", re.IGNORECASE)
-"""A string naming the harness or the test files: reading them, or finding them in the environment."""
+"""A string naming the harness or the test files: reading them, or finding them in the environment. Every pattern
+starts at a word boundary: one starting anywhere (a word, then `_test`) backtracks quadratically through a long word."""
 
 COMPARISONS_TRUE = {"__eq__", "__contains__", "__instancecheck__", "__subclasscheck__", "__le__", "__ge__"}
 COMPARISONS_FALSE = {"__ne__"}
@@ -95,7 +99,7 @@ def suspicious(source: str) -> list[str]:
     """The reasons to distrust a pass of `source`, one short phrase each; empty when nothing stands out."""
     try:
         tree = python_ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError):
         return []  # the tests will say why it does not run
     try:
         found = sorted(set(Scanner(tree).scan()), key=lambda item: (item[0], item[1]))
@@ -196,15 +200,21 @@ class Scanner:
         self.tree = tree
         self.aliases: dict[str, str] = {}
         """Local name -> what it stands for: `import os as o` -> o: os; `from os import _exit` -> _exit: os._exit."""
-        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        self.defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
-                                                                    | ast.ClassDef)}
+        self.nodes: list[ast.AST] = [tree]
+        """Every node, breadth first as ast.walk gives them, walked once: the walk is most of the scan's time."""
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for node in self.nodes:  # the list grows as it is read
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+                self.nodes.append(child)
+        self.defined = {n.name for n in self.nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
+                                                                 | ast.ClassDef)}
         """Names the solution defines itself: its own `compile` or `open` is not the builtin."""
         self.static: set[str] = set()
         """Module-level names bound to a string literal (code kept in a constant)."""
 
     def scan(self) -> Iterator[tuple[int, str]]:
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self.aliases[alias.asname or alias.name.split(".")[0]] = (
@@ -215,9 +225,9 @@ class Scanner:
         for stmt in self.tree.body:
             if isinstance(stmt, ast.Assign) and self.stringy(stmt.value):
                 self.static.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-        skipped = {id(inner) for node in ast.walk(self.tree) if main_guard(node)
+        skipped = {id(inner) for node in self.nodes if main_guard(node)
                    for stmt in node.body for inner in ast.walk(stmt)}
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if id(node) not in skipped:
                 yield from self.visit(node)
 
@@ -442,3 +452,9 @@ class Scanner:
                 yield node.lineno, f"module-level {target.id}"
             if isinstance(target, ast.Name) and target.id == "__class__":
                 yield node.lineno, "rebinds __class__"
+
+
+def main() -> None:
+    """The scan as a process of its own (soak.sandbox.judge.Scan starts it, bounded): the source on stdin, the reasons
+    as a JSON list on stdout."""
+    json.dump(suspicious(sys.stdin.buffer.read().decode(errors="replace")), sys.stdout)

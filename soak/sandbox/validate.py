@@ -12,7 +12,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from soak import python_ast
-from soak.sandbox.judge import judge
+from soak.errors import BadInput
+from soak.sandbox.judge import ResourceLimits, TooLarge, entry_source, judge, too_large
 from soak.tasks import exercism
 from soak.tasks.canary import canary, canary_rng
 from soak.tasks.spec import TaskSpec
@@ -127,8 +128,12 @@ class TaskCheck:
 
 
 def check_solution(task: TaskSpec, solution: Path, as_json: bool = False) -> bool:
-    """`soak check`: judge one solution file and print the verdict (`as_json`: as one JSON object); True on a pass."""
-    verdict = judge(task, solution.read_text(errors="replace"))
+    """`soak check`: judge one solution file and print the verdict (`as_json`: as one JSON object); True on a pass.
+    A file over the size limit fails unread, as in an attempt."""
+    source = entry_source(solution.resolve(), ResourceLimits().entry_bytes)
+    if source is None:
+        raise BadInput(f"{solution} is not a regular file")
+    verdict = too_large(task, source, None) if isinstance(source, TooLarge) else judge(task, source)
     if as_json:
         print(verdict.model_dump_json())
     else:

@@ -1,0 +1,96 @@
+"""The harness never pays for what it judges: an entry file over the size limit fails by its size alone (never read
+whole, scanned or run), and the static scan runs in a process of its own, so a judged file however large or hostile
+leaves the harness's own peak memory where a normal one leaves it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from soak.sandbox import scan
+from soak.sandbox.jail import MiB, ResourceLimits
+from soak.sandbox.judge import HEAD_BYTES, TooLarge, entry_source
+from soak.tasks.suites import find_task
+from tests.helpers import REPO
+
+LIMIT = ResourceLimits().entry_bytes
+WORD_FREQUENCY = REPO / "tasks" / "word-frequency"
+PEAK = ("import atexit, resource, sys\n"
+        "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "atexit.register(lambda: open(sys.argv[1], 'w').write(str(peak())))\n"
+        "from soak.cli import main\n"
+        "main(sys.argv[2:])\n")
+"""`soak ARGS` in a process that writes its own peak RSS (KiB) at exit to the file named first: the harness alone, not
+the processes it starts."""
+
+
+def soak_with_peak(folder: Path, *args: str, env: dict[str, str] | None = None) -> tuple[str, int]:
+    """What `soak ARGS` printed, and the harness's peak RSS in bytes."""
+    peak = folder / "peak"
+    done = subprocess.run([sys.executable, "-c", PEAK, str(peak), *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done.stdout, int(peak.read_text()) * 1024
+
+
+def valid_python(size: int) -> str:
+    """The task's reference, then one string literal that brings it to `size` bytes: valid Python, cheap to compile."""
+    reference = find_task(str(WORD_FREQUENCY)).reference
+    return reference + '\nPADDING = "' + "a" * (size - len(reference.encode()) - 14) + '"\n'
+
+
+def test_an_entry_file_is_measured_before_it_is_read(tmp_path):
+    """At the limit the text; past it only the size and the head, from a file no read could hold (a sparse 64 GiB)."""
+    entry = tmp_path / "solution.py"
+    entry.write_bytes(b"#" * LIMIT)
+    assert entry_source(entry, LIMIT) == "#" * LIMIT
+    entry.write_bytes(b"#" * (LIMIT + 1))
+    found = entry_source(entry, LIMIT)
+    assert isinstance(found, TooLarge) and (found.size, found.limit) == (LIMIT + 1, LIMIT)
+    assert found.head == b"#" * HEAD_BYTES
+    assert entry_source(entry, LIMIT) == found  # untouched: the same file, a no-op round
+    os.truncate(entry, 64 << 30)
+    found = entry_source(entry, LIMIT)
+    assert isinstance(found, TooLarge) and found.size == 64 << 30 and len(found.head) == HEAD_BYTES
+    assert found.verdict("solution.py").error_tail == (
+        "TooLarge: solution.py is 68,719,476,736 bytes, over the limit of 1,048,576 bytes on a judged file: it was not "
+        "run and no test ran")
+
+
+def test_a_long_word_in_a_string_scans_in_linear_time():
+    """The harness-text pattern starts at word boundaries: one long word once backtracked quadratically (a 64 KiB
+    literal took 18 s; these would take hours)."""
+    assert scan.suspicious('DATA = "' + "a" * (4 * MiB) + '"\n') == []
+    [reason] = scan.suspicious('NAME = "' + "a" * MiB + '_test.py"\n')
+    assert reason.startswith("names the test harness or files ('aaaa") and reason.endswith("… (line 1)")
+
+
+def test_soak_check_judges_a_large_file_at_the_harness_memory_of_a_small_one(tmp_path):
+    """A 64 MiB file and a 2 MiB one of valid Python fail by their size, unread (TooLarge, nothing run); a 1,000,000
+    byte one under the limit is judged in full, its scan out of the harness. Each leaves the harness's peak within
+    100 MiB of a check of the plain reference."""
+    task = ["check", "--task", str(WORD_FREQUENCY), "--json", "--solution"]
+    normal = tmp_path / "normal.py"
+    normal.write_text(find_task(str(WORD_FREQUENCY)).reference)
+    out, baseline = soak_with_peak(tmp_path, *task, str(normal))
+    assert json.loads(out)["result"] == "pass"
+
+    huge, padded, under = tmp_path / "huge.py", tmp_path / "padded.py", tmp_path / "under.py"
+    with huge.open("wb") as file:
+        for _ in range(64):
+            file.write(b"# filler\n" * (MiB // 9) + b"#" * (MiB % 9))
+    padded.write_text(valid_python(2 * MiB))
+    under.write_text(valid_python(1_000_000))
+    assert (huge.stat().st_size, padded.stat().st_size, under.stat().st_size) == (64 * MiB, 2 * MiB, 1_000_000)
+    compile(padded.read_text(), "padded.py", "exec")
+    for solution in (huge, padded):
+        out, peak = soak_with_peak(tmp_path, *task, str(solution))
+        verdict = json.loads(out)
+        assert (verdict["result"], verdict["error_kind"], verdict["tests_total"]) == ("fail", "TooLarge", 0)
+        assert f"is {solution.stat().st_size:,} bytes, over the limit of {LIMIT:,}" in verdict["error_tail"]
+        assert peak - baseline < 100 * MiB, (solution.name, peak, baseline)
+    out, peak = soak_with_peak(tmp_path, *task, str(under))
+    verdict = json.loads(out)
+    assert (verdict["result"], verdict["suspicious"]) == ("pass", "")
+    assert peak - baseline < 100 * MiB, (peak, baseline)
