@@ -107,8 +107,16 @@ class RunCgroup:
         name = f"soak-{uuid.uuid4().hex[:16]}"
         self.folders = list(dict.fromkeys([found.memory / name, found.pids / name]))
         self.memory, self.pids = found.memory / name, found.pids / name
-        for folder in self.folders:
-            folder.mkdir()
+        self.procs = [str(folder / "cgroup.procs") for folder in self.folders]
+        try:
+            for folder in self.folders:
+                folder.mkdir()
+            self.limit(memory_bytes, max_pids)
+        except OSError:
+            self.remove()
+            raise
+
+    def limit(self, memory_bytes: int, max_pids: int) -> None:
         if self.version == 2:
             settings = {"memory.max": memory_bytes, "memory.swap.max": 0, "memory.oom.group": 1, "pids.max": max_pids}
             for key, value in settings.items():
@@ -119,7 +127,6 @@ class RunCgroup:
             with contextlib.suppress(OSError):  # memsw: only with swap accounting
                 (self.memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
             (self.pids / "pids.max").write_text(str(max_pids))
-        self.procs = [str(folder / "cgroup.procs") for folder in self.folders]
 
     def join(self) -> None:
         """Move the calling process in (a launcher's preexec function: everything it starts stays in)."""
