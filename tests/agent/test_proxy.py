@@ -368,6 +368,21 @@ def test_a_body_without_a_length_is_read_up_to_the_cap_then_refused_and_charged(
     run(upstream, test, max_request_bytes=4096)
 
 
+def test_a_request_that_python_reads_is_forwarded_even_with_a_lone_surrogate_escape():
+    """The proxy's fast parser refuses a lone surrogate; Python's json (and so a Python server) reads it."""
+    upstream = Upstream()
+    sent = json.dumps({**STREAM, "stream": False, "messages": [{"role": "user", "content": "\ud800"}]}).encode()
+    assert b"\\ud800" in sent
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=sent,
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 200 and upstream.received[0][2] == sent
+        assert [row.status for row in rig.rows] == ["ok"]
+
+    run(upstream, test)
+
+
 MALFORMED = {
     "not JSON": b"{not json",
     "not an object": b"[1, 2]",
