@@ -17,6 +17,7 @@ from tests.helpers import REPO
 SOAK = REPO / "soak"
 CLI = "cli"
 BASE_SENTENCE = re.compile(r"\bThe base modules import only one another: ([^.;]*)\.")
+ORDER_SENTENCE = re.compile(r"\bThe stages, lowest first: ([^.;]*)[.;]")
 IMPORTS_SENTENCE = re.compile(r"\bImports ([^.;]*)[.;]")
 
 
@@ -89,6 +90,12 @@ def layer_problems(root: Path) -> list[str]:
     if base != modules:
         problems.append(f"{top.relative_to(root.parent)}:1: the base modules are {', '.join(sorted(modules))}; "
                         f"the sentence 'The base modules import only one another: ...' names {sorted(base)}")
+    orders = ORDER_SENTENCE.findall(docstring(top))
+    order = [name.strip() for name in re.split(r",\s*|\s+and\s+", orders[0].strip())] if len(orders) == 1 else []
+    if sorted(order) != sorted(stages):
+        problems.append(f"{top.relative_to(root.parent)}:1: the stages are {', '.join(sorted(stages))}; the sentence "
+                        f"'The stages, lowest first: ...' names {order}")
+    below = {stage: set(order[: order.index(stage)]) if stage in order else set() for stage in stages}
     allowed: dict[str, set[str]] = {module: modules for module in modules} | {CLI: stages | modules}
     where = {module: "the base modules' rule" for module in modules}
     for stage in sorted(stages):
@@ -100,7 +107,9 @@ def layer_problems(root: Path) -> list[str]:
         listed = names(sentences[0]) if sentences else set()
         problems += [f"{init.relative_to(root.parent)}:1: lists {name}, which is not a stage or base module"
                      for name in sorted(listed - stages - modules)]
-        allowed[stage] = listed
+        problems += [f"{init.relative_to(root.parent)}:1: lists {name}, which is not below {stage} in the order of "
+                     "stages" for name in sorted((listed & stages) - below[stage])]
+        allowed[stage] = (listed - stages) | (listed & below[stage])
         where[stage] = init.relative_to(root.parent).as_posix()
     edges = import_edges(root, stages | modules | {CLI})
     problems += [f"{edge.where}: {edge.source} imports {edge.target} ({edge.module}), which {where[edge.source]} "
@@ -171,11 +180,23 @@ def test_one_forbidden_import_is_reported_exactly_with_its_file_and_line(tmp_pat
     assert layer_problems(copy) == [f"soak/{module}:{number}: {expected}"]
 
 
+def test_a_declared_upward_import_is_reported(tmp_path):
+    """A lower stage that lists a higher one and imports it: the order of stages, not the listing, decides."""
+    copy = copy_of_soak(tmp_path)
+    init = copy / "record" / "__init__.py"
+    init.write_text(init.read_text().replace("Imports errors,", "Imports night, errors,"))
+    number = append(copy / "record" / "summary.py", "from soak.night.loop import Runner")
+    assert layer_problems(copy) == [
+        "soak/record/__init__.py:1: lists night, which is not below record in the order of stages",
+        f"soak/record/summary.py:{number}: record imports night (soak.night.loop), which soak/record/__init__.py "
+        "does not allow"]
+
+
 def test_a_listed_import_nothing_makes_is_reported(tmp_path):
     copy = copy_of_soak(tmp_path)
     init = copy / "tasks" / "__init__.py"
-    init.write_text(init.read_text().replace("Imports errors,", "Imports sim, errors,"))
-    assert layer_problems(copy) == ["soak/tasks/__init__.py:1: lists sim, which nothing in tasks imports"]
+    init.write_text(init.read_text().replace("Imports errors,", "Imports record, errors,"))
+    assert layer_problems(copy) == ["soak/tasks/__init__.py:1: lists record, which nothing in tasks imports"]
 
 
 def test_an_import_cycle_is_reported_with_the_imports_that_close_it(tmp_path):
@@ -183,7 +204,9 @@ def test_an_import_cycle_is_reported_with_the_imports_that_close_it(tmp_path):
     init = copy / "tasks" / "__init__.py"
     init.write_text(init.read_text().replace("Imports errors,", "Imports sim, errors,"))
     number = append(copy / "tasks" / "spec.py", "import soak.sim.scenario")
-    assert layer_problems(copy) == []
+    assert layer_problems(copy) == ["soak/tasks/__init__.py:1: lists sim, which is not below tasks in the order of "
+                                    "stages", f"soak/tasks/spec.py:{number}: tasks imports sim (soak.sim.scenario), "
+                                    "which soak/tasks/__init__.py does not allow"]
     [cycle] = import_cycles(copy)
     assert cycle.startswith("sim <-> tasks: ")
     assert f"soak/tasks/spec.py:{number} (tasks -> sim)" in cycle
