@@ -15,23 +15,23 @@ class RunExporter(RowListener):
     """Fed by the recorder with every row it writes; serves the running totals on /metrics."""
 
     def __init__(self, run_id: str):
-        self.registry = CollectorRegistry()
-        labels = {"registry": self.registry}
-        self.tasks = Counter("soak_tasks", "Finished task attempts by outcome.", ["outcome"], **labels)
+        self.registry = registry = CollectorRegistry()
+        self.tasks = Counter("soak_tasks", "Finished task attempts by outcome.", ["outcome"], registry=registry)
         self.task_seconds = Histogram(
             "soak_task_duration_seconds", "Wall time of finished task attempts.",
-            buckets=(5, 15, 30, 60, 120, 240, 420, 600, 900), **labels,
+            buckets=(5, 15, 30, 60, 120, 240, 420, 600, 900), registry=registry,
         )
         self.calls = Counter("soak_calls", "LLM calls by role, status and tool-call verdict.",
-                             ["role", "status", "integrity"], **labels)
+                             ["role", "status", "integrity"], registry=registry)
         self.ttft = Histogram("soak_call_ttft_seconds", "Time to first token of LLM calls.", ["role"],
-                              buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 180), **labels)
+                              buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 180), registry=registry)
         self.pass_rate = Gauge("soak_pass_rate", f"Pass rate over the last {PASS_RATE_WINDOW} model-judged tasks.",
-                               **labels)
-        self.host_memory = Gauge("soak_host_mem_available_bytes", "Last host MemAvailable sample.", **labels)
-        self.server_up = Gauge("soak_server_up", "1 while a server is healthy, 0 while down.", ["server"], **labels)
-        self.events = Counter("soak_events", "Run and stack events by kind.", ["kind"], **labels)
-        Gauge("soak_run_info", "The run this exporter describes.", ["run_id"], **labels).labels(run_id).set(1)
+                               registry=registry)
+        self.host_memory = Gauge("soak_host_mem_available_bytes", "Last host MemAvailable sample.", registry=registry)
+        self.server_up = Gauge("soak_server_up", "1 while a server is healthy, 0 while down.", ["server"],
+                               registry=registry)
+        self.events = Counter("soak_events", "Run and stack events by kind.", ["kind"], registry=registry)
+        Gauge("soak_run_info", "The run this exporter describes.", ["run_id"], registry=registry).labels(run_id).set(1)
         self.recent: deque[bool] = deque(maxlen=PASS_RATE_WINDOW)
         self.server: WSGIServer | None = None
 
