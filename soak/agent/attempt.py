@@ -336,8 +336,8 @@ class AttemptCore:
             self.round = number
             try:
                 await driver.write(self, number)
-            finally:
-                self.touched.update(tests_touched(self.workspace, self.task))
+            finally:  # in a thread: the driver may have left a tree that takes seconds to walk
+                self.touched.update(await asyncio.to_thread(tests_touched, self.workspace, self.task))
             self.ledger.raise_ended()
             source = entry_source(self.entry, self.entry_bytes)
             if source is None:

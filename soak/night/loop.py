@@ -304,8 +304,10 @@ class Runner(RowListener):
         superseded = self.retried.pop((cycle, task.id), None)
         if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
             workdir.rename(unused(workdir.with_name(f"{cycle}.session-{superseded}")))
-        # A redo after a crash or a cancel starts clean, however deep a tree the attempt left (shutil.rmtree recurses).
-        remove_tree(workdir)
+        if workdir.exists():  # a redo after a crash or a cancel starts clean, however deep a tree the attempt left
+            await asyncio.to_thread(remove_tree, workdir)  # seconds for a deep tree: the other lanes go on meanwhile
+            if self.end is not None:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
+                return
         workdir.mkdir(parents=True, exist_ok=True)
         key = f"{task.id}/{cycle}"
 
