@@ -57,9 +57,10 @@ def changed(value: Any) -> Any:
         return not value
     if isinstance(value, int | float | complex):
         return value + 1 if value + 1 != value else None
-    if isinstance(value, str | bytes):
-        last = "y" if value[-1:] in ("x", b"x") else "x"
-        return value[:-1] + (last if isinstance(value, str) else last.encode())
+    if isinstance(value, str):
+        return value[:-1] + ("y" if value[-1:] == "x" else "x")
+    if isinstance(value, bytes):
+        return value[:-1] + (b"y" if value[-1:] == b"x" else b"x")
     return None
 
 
@@ -165,12 +166,12 @@ def byte_offset(source: str, line: int, column: int) -> int:
     return sum(len(text.encode()) for text in source.splitlines(keepends=True)[: line - 1]) + column
 
 
-def segment(source: str, node: ast.AST) -> tuple[int, int]:
+def segment(source: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
     return (byte_offset(source, node.lineno, node.col_offset),
             byte_offset(source, node.end_lineno or node.lineno, node.end_col_offset or 0))
 
 
-def replaced(source: str, node: ast.AST, text: str) -> str:
+def replaced(source: str, node: ast.expr, text: str) -> str:
     start, end = segment(source, node)
     data = source.encode()
     return (data[:start] + text.encode() + data[end:]).decode()

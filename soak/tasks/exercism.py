@@ -82,7 +82,8 @@ def to_snake(text: str) -> str:
     """The track generator's `to_snake` (exercism/python bin/generate_tests.py): what test methods are named by."""
     clean = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", text)
     clean = re.sub("([a-z0-9])([A-Z])", r"\1_\2", clean).lower()
-    clean = clean.translate(str.maketrans(dict.fromkeys(whitespace + punctuation, "_")))
+    separators = whitespace + punctuation
+    clean = clean.translate(str.maketrans(separators, "_" * len(separators)))
     return re.sub("_+", "_", clean).strip("_")
 
 
