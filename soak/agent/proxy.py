@@ -1,11 +1,11 @@
 """The recording proxy: an OpenAI-compatible endpoint on loopback through which external agents reach the model.
 
 Each attempt gets its own base URL, `http://127.0.0.1:P/a/<token>/v1`, and the token as its API key; the proxy adds
-the real key. Requests go upstream unchanged and replies come back byte for byte, while a copy of every stream is
-parsed into the same `Reply` soak's own calls use, so each call becomes a calls.csv row with the same timing truth,
-its tool calls judged against the tools the agent itself declared. The per-task budgets hold here: past the call or
-token cap an attempt's requests get an OpenAI-style error and the attempt is marked ended, and a stream with no byte
-for `stale_seconds` is cut and recorded `stalled`.
+the real key. Requests go upstream unchanged but for the model, and replies come back byte for byte, while a copy of
+every stream is parsed into the same `Reply` soak's own calls use, so each call becomes a calls.csv row with the same
+timing truth, its tool calls judged against the tools the agent itself declared. The per-task budgets hold here: past
+the call or token cap an attempt's requests get an OpenAI-style error and the attempt is marked ended, and a stream
+with no byte for `stale_seconds` is cut and recorded `stalled`.
 
 What the agent gets wrong is answered here, as its own call, and never forwarded: a body over `[agent]
 max_request_bytes` (413, refused before more than that is read) and a request no server would take (400), each a
@@ -58,7 +58,7 @@ def env_proxy(url: str) -> str | None:
     """The HTTP proxy the environment names for `url` (`HTTPS_PROXY` etc. less `NO_PROXY`), looked up once:
     aiohttp's `trust_env` would look it up, and read ~/.netrc in a thread, on every request."""
     parts = urllib.parse.urlsplit(url)
-    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+    if urllib.request.proxy_bypass(parts.hostname or ""):  # NO_PROXY, where the environment names proxies
         return None
     return urllib.request.getproxies_environment().get(parts.scheme)
 
@@ -214,12 +214,12 @@ class RecordingProxy:
         attempt = self._attempt(request)
         if attempt is None:
             return openai_error(401, "soak proxy: unknown attempt token", "invalid_api_key")
+        body = await self.capped_body(request)
         try:
             attempt.ledger.start_call()
         except AttemptEnded as ended:
             return openai_error(400, f"soak: this attempt ended: {ended.detail}", ended.outcome)
         call = ProxiedCall(self, attempt, attempt.ledger.calls - 1)
-        body = await self.capped_body(request)
         if body is None:
             return call.refused(413, f"soak proxy: the request body is over {self.max_request_bytes} bytes "
                                 "([agent] max_request_bytes)", "request_too_large")
@@ -240,6 +240,9 @@ class RecordingProxy:
         except aiohttp.ClientError as error:
             call.record(got, "connection", None, repr(error))
             return openai_error(502, f"soak proxy: upstream unreachable: {error!r}", "upstream_unreachable")
+        except asyncio.CancelledError:
+            call.record(got, "cancelled", None, "the agent closed the connection before the server answered")
+            raise
         if upstream.status >= 400:
             with contextlib.closing(upstream):
                 reply = await upstream.read()
@@ -259,7 +262,7 @@ class ProxiedCall:
         self.proxy, self.attempt, self.index = proxy, attempt, index
         self.stale_seconds = proxy.budgets.stale_seconds
         self.payload: dict[str, Any] = {}
-        """The request as the agent sent it, once it is known to be well formed."""
+        """The request, once it is known to be well formed (empty for one refused)."""
         self.requested_model = ""
         """The model the agent asked for when it was not the endpoint's."""
 

@@ -40,11 +40,14 @@ MODELS = b'{"object":"list","data":[{"id":"sim","object":"model"}]}'
 
 @dataclass
 class Upstream:
-    """A scripted OpenAI-compatible server that keeps what it received; `hold` makes a stream wait after its
-    first chunk until it is set, `pause_seconds` makes it go silent that long there, and `hung_up` is set when the
-    proxy closes a stream's connection."""
+    """A scripted OpenAI-compatible server that keeps what it received (`asked` is set at the first request);
+    `answer` makes it wait until set before it answers at all, `hold` makes a stream wait after its first chunk until
+    it is set, `pause_seconds` makes it go silent that long there, and `hung_up` is set when the proxy closes a
+    stream's connection."""
 
     received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    answer: asyncio.Event | None = None
     hold: asyncio.Event | None = None
     pause_seconds: float = 0.0
     error: tuple[int, bytes] | None = None
@@ -54,6 +57,9 @@ class Upstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         self.received.append((request.path, dict(request.headers), body))
+        self.asked.set()
+        if self.answer is not None:
+            await self.answer.wait()
         if request.path.endswith("/models"):
             return web.Response(body=MODELS, content_type="application/json")
         if self.error is not None:
@@ -86,8 +92,9 @@ async def serving(upstream: Upstream) -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     finally:
-        if upstream.hold is not None:
-            upstream.hold.set()
+        for waiting in (upstream.answer, upstream.hold):
+            if waiting is not None:
+                waiting.set()
         await runner.cleanup()
 
 
@@ -288,6 +295,21 @@ def test_an_agent_hanging_up_mid_stream_is_recorded_cancelled():
         [row] = rig.rows
         assert row.status == "cancelled"
         await settled(upstream.hung_up)
+
+    run(upstream, test)
+
+
+def test_an_agent_hanging_up_before_the_server_answers_is_recorded_cancelled():
+    upstream = Upstream(answer=asyncio.Event())
+
+    async def test(rig: Rig) -> None:
+        asking = asyncio.ensure_future(rig.post(STREAM))
+        await settled(upstream.asked)
+        asking.cancel()
+        await settled(rig.recorded)
+        [row] = rig.rows
+        assert row.status == "cancelled" and row.http_status is None
+        assert rig.ledger.calls == rig.ledger.totals.calls == 1
 
     run(upstream, test)
 
