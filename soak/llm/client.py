@@ -15,7 +15,7 @@ import httpx2
 import openai
 from asyncio_throttle import Throttler
 from pydantic import BaseModel, Field
-from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from soak.config import Endpoint, SoakConfig
 from soak.llm.integrity import ToolCall
@@ -134,6 +134,12 @@ def _throttler(calls_per_second: float) -> Throttler:
     return Throttler(rate_limit=1, period=1.0 / calls_per_second)
 
 
+def _last_result(state: RetryCallState) -> Any:
+    """The last try's result once the tries run out: a call that kept failing returns its failure, never raises."""
+    assert state.outcome is not None, "tenacity gives up only after a try"
+    return state.outcome.result()
+
+
 class ChatEndpoint:
     """One endpoint: its client, rate limit, concurrency bound and retry policy."""
 
@@ -216,9 +222,9 @@ class ChatEndpoint:
             stop=stop_after_attempt(self.endpoint.retries + 1),
             wait=wait_exponential(multiplier=self.endpoint.retry_backoff_seconds, max=120),
             retry=retry_if_result(lambda result: result.status in RETRYABLE),
-            retry_error_callback=lambda state: state.outcome.result(),
+            retry_error_callback=_last_result,
         )
-        result = await retrying(once)
+        result: CallResult = await retrying(once)
         return result.model_copy(update={"rows": rows})
 
     async def _try(self, call: _Call, retry: int) -> CallResult:

@@ -3,10 +3,10 @@
 import math
 import re
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from soak.llm.integrity import ToolCall, judge_tool_calls
-from soak.record.schema import CallRow, CallStatus
+from soak.record.schema import CallRow, CallStatus, Role
 
 TOOL_TEXT = re.compile(r"<tool_call>|<function=")
 CHARS_PER_TOKEN = 4
@@ -61,6 +61,15 @@ MAX_TOKENS_PER_CHUNK = 16
 and arrived whole, a server or proxy that buffers) gives no decode rate from the client's clock: the time between
 its few chunks is not decoding. Streams send 1 token a chunk (vLLM, llama.cpp), up to k+1 with speculative
 decoding."""
+
+
+class UsageNumbers(TypedDict):
+    """A reply's token counts as the server reported them, None where it did not."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cached_tokens: int | None
 
 
 class Reply:
@@ -162,21 +171,21 @@ class Reply:
             for index, slot in sorted(self.slots.items())
         ]
 
-    def usage_numbers(self) -> dict[str, int | None]:
+    def usage_numbers(self) -> UsageNumbers:
         usage = self.usage or {}
 
         def number(value: Any) -> int | None:
             return value if isinstance(value, int) else None
 
-        return {
-            "prompt_tokens": number(usage.get("prompt_tokens")),
-            "completion_tokens": number(usage.get("completion_tokens")),
-            "reasoning_tokens": number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
-            "cached_tokens": number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
-        }
+        return UsageNumbers(
+            prompt_tokens=number(usage.get("prompt_tokens")),
+            completion_tokens=number(usage.get("completion_tokens")),
+            reasoning_tokens=number(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
+            cached_tokens=number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
+        )
 
     def row(
-        self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: str, endpoint: str,
+        self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: Role, endpoint: str,
         model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
         http_status: int | None, error: str,
     ) -> CallRow:
@@ -206,8 +215,8 @@ class Reply:
 
         decode_tps = self.server_tps
         tokens, first, last = usage["completion_tokens"], self.first_token, self.last_token
-        spread = bool(tokens) and self.token_chunks >= max(3, tokens / MAX_TOKENS_PER_CHUNK)
-        if spread and first is not None and last is not None and last > first:
+        if (tokens and self.token_chunks >= max(3, tokens / MAX_TOKENS_PER_CHUNK)
+                and first is not None and last is not None and last > first):
             decode_tps = (tokens - 1) / (last - first)
         return CallRow(
             run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, retry=retry, role=role,

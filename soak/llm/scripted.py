@@ -115,7 +115,7 @@ class ScriptedModel:
         if say.status != "ok":
             failed = emit(say.status, say.error)
             return CallResult(status=say.status, error=failed.error, rows=[failed])
-        calls = [{"index": i, "id": f"call_{len(self.asked)}_{i}", "type": "function",
+        calls: list[dict[str, Any]] = [{"index": i, "id": f"call_{len(self.asked)}_{i}", "type": "function",
                   "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
                  for i, (name, args) in enumerate(say.calls)]
         text = say.content + say.reasoning + "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
