@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from soak.sandbox import scan
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.judge import HEAD_BYTES, TooLarge, entry_source
 from soak.tasks.suites import find_task
-from tests.helpers import REPO
+from tests.agent.test_attacks import ENTRY
+from tests.helpers import REPO, script_night_args
 
 LIMIT = ResourceLimits().entry_bytes
 WORD_FREQUENCY = REPO / "tasks" / "word-frequency"
@@ -32,6 +36,15 @@ def soak_with_peak(folder: Path, *args: str, env: dict[str, str] | None = None) 
                           timeout=600, env=env)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     return done.stdout, int(peak.read_text()) * 1024
+
+
+def filler(path: Path, size: int) -> Path:
+    """`size` bytes of comment lines, written a MiB at a time."""
+    with path.open("wb") as file:
+        for start in range(0, size, MiB):
+            chunk = b"# filler\n" * (MiB // 9) + b"#" * (MiB % 9)
+            file.write(chunk[:size - start])
+    return path
 
 
 def valid_python(size: int) -> str:
@@ -76,10 +89,7 @@ def test_soak_check_judges_a_large_file_at_the_harness_memory_of_a_small_one(tmp
     out, baseline = soak_with_peak(tmp_path, *task, str(normal))
     assert json.loads(out)["result"] == "pass"
 
-    huge, padded, under = tmp_path / "huge.py", tmp_path / "padded.py", tmp_path / "under.py"
-    with huge.open("wb") as file:
-        for _ in range(64):
-            file.write(b"# filler\n" * (MiB // 9) + b"#" * (MiB % 9))
+    huge, padded, under = filler(tmp_path / "huge.py", 64 * MiB), tmp_path / "padded.py", tmp_path / "under.py"
     padded.write_text(valid_python(2 * MiB))
     under.write_text(valid_python(1_000_000))
     assert (huge.stat().st_size, padded.stat().st_size, under.stat().st_size) == (64 * MiB, 2 * MiB, 1_000_000)
@@ -94,3 +104,43 @@ def test_soak_check_judges_a_large_file_at_the_harness_memory_of_a_small_one(tmp
     verdict = json.loads(out)
     assert (verdict["result"], verdict["suspicious"]) == ("pass", "")
     assert peak - baseline < 100 * MiB, (peak, baseline)
+
+
+COPY = ENTRY + """
+import shutil
+with open(sys.argv[5], "rb") as source, open(workspace + "/" + entry, "wb") as target:
+    shutil.copyfileobj(source, target)
+print("copied")
+"""
+"""An agent that writes the entry file from the file named by its first argument, a chunk at a time."""
+
+
+@pytest.mark.slow
+def test_an_attempt_fails_a_large_file_at_the_harness_memory_of_a_small_one(fast_sim, data_dir, tmp_path):
+    """One-attempt nights, each `soak run` a process of its own, whose agent writes a small wrong solution (judged in
+    full), 64 MiB, or 2 MiB of valid Python: the large ones fail TooLarge unread, the round keeps their head, and the
+    harness's peak stays within 100 MiB of the small one's night."""
+    _, base_url = fast_sim()
+
+    def night(name: str, write) -> tuple[dict, Path, int, int]:
+        """The night's row, the entry file its round kept, the harness's peak and the size of the file written."""
+        folder = tmp_path / name
+        (folder / "agent").mkdir(parents=True)
+        source = folder / "agent" / "source.py"
+        write(source)
+        arguments = script_night_args(folder, base_url, COPY, str(source), budgets="task_seconds = 60")
+        _, peak = soak_with_peak(folder, *arguments, env={**os.environ, "SOAK_DATA_DIR": str(folder / "data")})
+        run = folder / "data" / "night"
+        [row] = pd.read_csv(run / "tasks.csv", keep_default_na=False).to_dict("records")
+        [kept] = run.glob("work/*/*/round-1/*.py")
+        return row, kept, peak, source.stat().st_size
+
+    row, _, baseline, _ = night("small", lambda path: path.write_text("def unrelated():\n    return None\n"))
+    assert row["outcome"] == "fail" and row["tests_total"] > 0, row["error_tail"]
+    for name, write in (("huge", lambda path: filler(path, 64 * MiB)),
+                        ("padded", lambda path: path.write_text(valid_python(2 * MiB)))):
+        row, kept, peak, size = night(name, write)
+        assert (row["outcome"], row["error_kind"]) == ("fail", "TooLarge"), row["error_tail"]
+        assert f"is {size:,} bytes, over the limit of {LIMIT:,} bytes" in row["error_tail"]
+        assert kept.stat().st_size == HEAD_BYTES
+        assert peak - baseline < 100 * MiB, (name, peak, baseline)
