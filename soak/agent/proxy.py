@@ -150,7 +150,11 @@ class RecordingProxy:
         self.session = aiohttp.ClientSession(
             # As many upstream connections as agents may hold open.
             connector=aiohttp.TCPConnector(limit=0),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.endpoint.connect_timeout_seconds),
+            # The stale budget as aiohttp's read timeout: no byte for stale_seconds, the wait for the reply's head
+            # included, raises ServerTimeoutError (a TimeoutError); timed in its protocol, per read of the socket,
+            # at a fraction of the cost of an asyncio.timeout around each read of the stream.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.endpoint.connect_timeout_seconds,
+                                          sock_read=self.budgets.stale_seconds),
         )
         # An agent that hangs up cancels its handler; a call still in flight when the night closes the proxy gets
         # 5 s to end, not aiohttp's 60.
@@ -237,6 +241,8 @@ class RecordingProxy:
         try:
             upstream = await self.session.post(f"{self.upstream}/chat/completions", data=body, headers=self.headers,
                                                proxy=self.via)
+        except TimeoutError:
+            return call.stalled(got)
         except aiohttp.ClientError as error:
             call.record(got, "connection", None, repr(error))
             return openai_error(502, f"soak proxy: upstream unreachable: {error!r}", "upstream_unreachable")
@@ -280,8 +286,7 @@ class ProxiedCall:
         try:
             await response.prepare(request)
             while True:
-                async with asyncio.timeout(self.stale_seconds):
-                    chunk = await read()
+                chunk = await read()
                 if not chunk:
                     break
                 now = time.perf_counter()
@@ -336,18 +341,21 @@ class ProxiedCall:
         status: CallStatus = "ok"
         error = ""
         try:
-            async with asyncio.timeout(self.stale_seconds):
-                body = await upstream.read()
+            body = await upstream.read()
         except TimeoutError:
             upstream.close()
-            self.record(got, "stalled", None, f"no byte for {self.stale_seconds:g} s")
-            return openai_error(504, f"soak proxy: no reply within {self.stale_seconds:g} s", "stalled")
+            return self.stalled(got)
         try:
             got.completion(dict_or_fail(json.loads(body)))
         except ValueError as failure:
             status, error = "bad_response", f"unreadable reply: {failure}"
         self.record(got, status, upstream.status, error)
         return web.Response(body=body, status=upstream.status, headers={"Content-Type": media})
+
+    def stalled(self, got: Reply) -> web.Response:
+        """A reply, or its head, with no byte for `stale_seconds`: recorded `stalled`, answered 504."""
+        self.record(got, "stalled", None, f"no byte for {self.stale_seconds:g} s")
+        return openai_error(504, f"soak proxy: no reply within {self.stale_seconds:g} s", "stalled")
 
     def record(self, got: Reply, status: CallStatus, http_status: int | None, error: str) -> None:
         """The call's row, charged to the attempt's ledger. `model` is the endpoint's: the only model the proxy

@@ -282,6 +282,18 @@ def test_a_stream_with_no_byte_for_stale_seconds_is_cut_and_recorded_stalled():
     run(upstream, test, stale_seconds=0.3)
 
 
+def test_a_server_silent_before_its_reply_begins_is_cut_at_stale_seconds_and_recorded_stalled():
+    upstream = Upstream(answer=asyncio.Event())
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(STREAM)
+        assert reply.status_code == 504 and reply.json()["error"]["code"] == "stalled"
+        [row] = rig.rows
+        assert row.status == "stalled" and "no byte for 0.3 s" in row.error and row.duration_s >= 0.3
+
+    run(upstream, test, stale_seconds=0.3)
+
+
 def test_an_agent_hanging_up_mid_stream_is_recorded_cancelled():
     upstream = Upstream(hold=asyncio.Event())
 
