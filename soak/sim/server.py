@@ -222,10 +222,10 @@ class SimServer:
         kinds = [fault.kind for fault in faults]
         if "crash" in kinds:
             return self.crash(n, role, received)
-        error = next((kind for kind in kinds if kind in ("http_500", "http_503")), None)
-        if error:
-            status = int(error.removeprefix("http_"))
-            failed = RequestRecord(n=n, role=role, kind="error", status=status, faults=[error], received=received)
+        http_error = next((kind for kind in kinds if kind in ("http_500", "http_503")), None)
+        if http_error:
+            status = int(http_error.removeprefix("http_"))
+            failed = RequestRecord(n=n, role=role, kind="error", status=status, faults=[http_error], received=received)
             return self.refuse(failed, "simulated server error")
         tokens = prompt_tokens(body["messages"], body.get("tools"))
         room = self.scenario.max_model_len - len(tokens)

@@ -11,7 +11,7 @@ from typing import Any
 
 from soak.sim.metrics import RequestLog, RequestRecord
 from soak.sim.reply import SimReply
-from soak.sim.scenario import Fault
+from soak.sim.scenario import Fault, FaultKind
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -121,7 +121,7 @@ class ChatResponse:
             watch.close()
             self.record()
 
-    def use(self, kind: str) -> Fault | None:
+    def use(self, kind: FaultKind) -> Fault | None:
         fault = self.fault.get(kind)
         if fault:
             self.applied.append(kind)
@@ -157,7 +157,8 @@ class ChatResponse:
         stall_at = (0 if stall.where == "first_byte" else middle) if stall else len(events)
         cut_at = middle if cut else len(events)
         first_at = ex.begin + ex.ttft
-        produced, buffer, interval = 0, [], 1 / ex.rate if ex.rate else 0.0
+        produced, interval = 0, 1 / ex.rate if ex.rate else 0.0
+        buffer: list[Event] = []
         for index, event in enumerate(events[:cut_at]):
             if index == stall_at and stall:
                 if buffer:
