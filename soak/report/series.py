@@ -32,7 +32,7 @@ def window(samples: pd.DataFrame, source: str | None, metric: str) -> pd.DataFra
 def summed(samples: pd.DataFrame, source: str, metric: str) -> pd.DataFrame:
     """One value per timestamp, summed over labels (all GPUs together); columns at, value."""
     rows = window(samples, source, metric)
-    return rows.groupby("at", as_index=False)["value"].sum()
+    return rows.groupby("at")["value"].sum().reset_index()
 
 
 def downsample(frame: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
@@ -87,7 +87,7 @@ def ratio_over_time(
 def counter_total(samples: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Total increase of a counter over the run per source and labels (restarts handled)."""
     rows = increments(samples, metric)
-    return rows.groupby(["source", "labels"], as_index=False)["delta"].sum()
+    return rows.groupby(["source", "labels"])["delta"].sum().reset_index()
 
 
 def spec_decode(samples: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +112,7 @@ def spec_decode_summary(samples: pd.DataFrame) -> pd.DataFrame:
         for name in ("drafts", "draft_tokens", "accepted_tokens")
     }
     frame = pd.DataFrame(totals).fillna(0.0)
-    frame = frame[(frame.get("drafts", 0) > 0) & (frame.get("draft_tokens", 0) > 0)] if not frame.empty else frame
+    frame = frame[(frame["drafts"] > 0) & (frame["draft_tokens"] > 0)]
     if frame.empty:
         return pd.DataFrame(columns=["source", "drafts", "acceptance_rate", "mean_acceptance_length"])
     frame["acceptance_rate"] = frame["accepted_tokens"] / frame["draft_tokens"]
@@ -128,7 +128,7 @@ def memory_trend(samples: pd.DataFrame) -> pd.DataFrame:
         rows.append(("host MemAvailable", host, -1.0))
     rss = window(samples, None, "rss_bytes")
     for source, part in rss.groupby("source", sort=True):
-        rows.append((f"{source} RSS", part.groupby("at", as_index=False)["value"].sum(), 1.0))
+        rows.append((f"{source} RSS", part.groupby("at")["value"].sum().reset_index(), 1.0))
     gpu = summed(samples, "gpu", "gpu_memory_used_bytes")
     if not gpu.empty:
         rows.append(("GPU memory used", gpu, 1.0))
