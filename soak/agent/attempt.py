@@ -8,6 +8,7 @@ budget ends; the one place an ending becomes an outcome; and the one TaskRow bui
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -23,7 +24,16 @@ from soak.config import Budgets
 from soak.llm.integrity import ToolCall
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
-from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, ClaimSource, ClaimStatus, Outcome, TaskRow
+from soak.record.schema import (
+    MANGLED,
+    MODEL_OUTCOMES,
+    CallRow,
+    ClaimSource,
+    ClaimStatus,
+    Outcome,
+    RoundRow,
+    TaskRow,
+)
 from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, tests_touched, too_large
 from soak.tasks.spec import TaskSpec
 
@@ -264,12 +274,15 @@ class AttemptCore:
 
     def __init__(self, task: TaskSpec, budgets: Budgets, layout: AttemptLayout, *, run_id: str, cycle: int,
                  judge: Judge, on_call: Callable[[CallRow], None], totals: CallTotals | None = None,
-                 on_step: Callable[[int, str], None] | None = None) -> None:
+                 on_step: Callable[[int, str], None] | None = None,
+                 on_round: Callable[[RoundRow], None] | None = None) -> None:
         self.task, self.budgets, self.layout, self.run_id, self.cycle = task, budgets, layout, run_id, cycle
         self.judge = judge
         self.ledger = Ledger(task.max_calls or budgets.max_calls, budgets.max_completion_tokens, on_call, totals)
         self.on_step: Callable[[int, str], None] = on_step or (lambda round_, role: None)
         """Told (round, role) as each call starts and (round, "tests") as the tests start: the live view's step."""
+        self.on_round: Callable[[RoundRow], None] = on_round or (lambda row: None)
+        """Given each judged round's row as its verdict comes (rounds.csv)."""
         self.workspace = layout.workspace
         self.entry = self.workspace / task.entry
         self.entry_bytes = ResourceLimits().entry_bytes
@@ -342,7 +355,6 @@ class AttemptCore:
             source = entry_source(self.entry, self.entry_bytes)
             if source is None:
                 raise driver.missing(self, number)
-            self.noop_rounds += number > 1 and source == self.judged_source
             if (ending := final(await self._judge(source))) is not None:
                 return ending
             if self.claim_round == number and self.claim.status == "blocked":
@@ -372,9 +384,25 @@ class AttemptCore:
             verdict = too_large(self.task, source, keep_dir)
         else:
             verdict = await judged(self.judge, self.task, source, keep_dir)
+        noop = self.round > 1 and source == self.judged_source
+        self.noop_rounds += noop
         self.verdict, self.judged_source = verdict, source
         self.test_seconds += verdict.duration_s
+        self.on_round(self._round_row(verdict, source, noop))
         return verdict
+
+    def _round_row(self, verdict: Verdict, source: str | TooLarge, noop: bool) -> RoundRow:
+        """The judged round as rounds.csv keeps it: the verdict, the entry file judged, the claim made in the round."""
+        claim, claim_source = (self.claim, self.claim_source) if self.claim_round == self.round else (Claim(), "")
+        data = None if isinstance(source, TooLarge) else source.encode()
+        return RoundRow(
+            run_id=self.run_id, task_id=self.task.id, cycle=self.cycle, round=max(self.round, 1),
+            result=verdict.result, tests_passed=verdict.tests_passed, tests_total=verdict.tests_total,
+            failing_tests="\n".join(verdict.failing_tests), error_kind=verdict.error_kind,
+            test_seconds=verdict.duration_s, entry_sha256=hashlib.sha256(data).hexdigest() if data is not None else "",
+            entry_bytes=len(data) if data is not None else source.size, noop=noop, claim=claim.status,
+            claim_source=claim_source, claimed_tests_pass=claim.tests_claim,
+        )
 
     def _with_verdict(self, ending: Ending) -> Ending:
         """A failed verdict's error explains a plain fail, and is added to any other model-side ending."""

@@ -207,7 +207,7 @@ class AgentRounds:
         finally:
             self._keep(home, keep)
             if job.done() and job.exception() is None:  # also what an agent cut off by the wall budget printed
-                (keep / "output.txt").write_text(job.result().output)
+                self.core.layout.agent_output(number).write_text(job.result().output)
 
     def _keep(self, home: Path, keep: Path) -> None:
         """Copy the agent's own transcript files out of its HOME, then delete the HOME. Only regular files that lie in
@@ -241,7 +241,7 @@ class AgentNight:
     async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
         core = AttemptCore(task, self.agent.config.budgets, AttemptLayout(attempt.workdir), run_id=attempt.run_id,
                            cycle=attempt.cycle, judge=self.judge, on_call=attempt.on_call, totals=attempt.totals,
-                           on_step=attempt.on_step)
+                           on_step=attempt.on_step, on_round=attempt.on_round)
         return await core.run(AgentRounds(self.agent, self.proxy, core))
 
     async def close(self) -> None:

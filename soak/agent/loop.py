@@ -1,9 +1,9 @@
 """soak's own driver of the attempt core: the orchestrator delegates, the coder writes the entry file with its tools
 (or a fenced block in a plain answer: a fallback write); the core judges it and feeds the real error back.
 
-Every message goes to the attempt's transcript (soak.record.transcript) as it is said: assistant messages as the
-model wrote them (raw tool-call arguments, reasoning) with the loop's verdict on each tool call; the copy sent back
-to the server has unparseable arguments replaced by {}.
+Every message goes to the attempt's transcript (soak.record.transcript) as it is said, with the index of its call:
+assistant messages as the model wrote them (raw tool-call arguments, reasoning) with the loop's verdict on each tool
+call; the copy sent back to the server has unparseable arguments replaced by {}.
 """
 
 from collections.abc import Callable
@@ -18,7 +18,7 @@ from soak.llm.client import CallContext, CallResult, ChatModel
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.tools import CODER_TOOLS, FINISH_STATUSES, ORCHESTRATOR_TOOLS
 from soak.record.layout import AttemptLayout
-from soak.record.schema import CallRow, Integrity, Role, TaskRow
+from soak.record.schema import CallRow, Integrity, Role, RoundRow, TaskRow
 from soak.record.transcript import TranscriptLine, append_line
 from soak.sandbox.judge import judge as judge_solution
 from soak.tasks.spec import TaskSpec
@@ -62,14 +62,17 @@ async def run_task(
     judge: Judge | None = None,
     on_step: Callable[[int, str], None] | None = None,
     totals: CallTotals | None = None,
+    on_round: Callable[[RoundRow], None] | None = None,
 ) -> TaskRow:
     """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates.
     `on_step(round, role)` is told as each call starts, and `on_step(round, "tests")` as the tests start (a live
-    view's current round and step); `totals` sums the calls (the night keeps it for an attempt cut short)."""
+    view's current round and step); `totals` sums the calls (the night keeps it for an attempt cut short); `on_round`
+    gets each judged round's row."""
     if mode == "delegate" and orchestrator is None:
         orchestrator = coder
     core = AttemptCore(task, budgets, AttemptLayout(Path(workdir)), run_id=run_id, cycle=cycle,
-                       judge=judge or judge_solution, on_call=on_call, totals=totals, on_step=on_step)
+                       judge=judge or judge_solution, on_call=on_call, totals=totals, on_step=on_step,
+                       on_round=on_round)
     return await core.run(Delegation(core, orchestrator if mode == "delegate" else None, coder), route)
 
 
@@ -226,7 +229,8 @@ class Delegation:
         ledger.said(result.content, result.tool_calls)
         required = required_params(tools)
         verdicts = [judge_call(call, required) for call in result.tool_calls]
-        self._log(result.message(raw=True), dict(zip((call.id for call in result.tool_calls), verdicts, strict=True)))
+        self._log(result.message(raw=True), dict(zip((call.id for call in result.tool_calls), verdicts, strict=True)),
+                  result.rows[-1].call_index)
         ledger.raise_ended()
         return result, verdicts
 
@@ -236,6 +240,9 @@ class Delegation:
     def _tool_reply(self, messages: list[dict[str, Any]], call: ToolCall, text: str) -> None:
         messages.append(self._log({"role": "tool", "tool_call_id": call.id, "content": text}))
 
-    def _log(self, message: dict[str, Any], verdicts: dict[str, Integrity] | None = None) -> dict[str, Any]:
-        append_line(self.transcript, TranscriptLine.of(message, self.thread, self.core.round, verdicts))
+    def _log(self, message: dict[str, Any], verdicts: dict[str, Integrity] | None = None,
+             call_index: int | None = None) -> dict[str, Any]:
+        """Said now: an answer carries its call's index, any other line the next call's (the calls recorded so far)."""
+        index = self.core.ledger.totals.calls if call_index is None else call_index
+        append_line(self.transcript, TranscriptLine.of(message, self.thread, self.core.round, verdicts, index))
         return message

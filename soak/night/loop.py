@@ -16,7 +16,7 @@ from soak.agent.attempt import CallTotals, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder
 from soak.record.read import read_attempts, read_rows
-from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
+from soak.record.schema import CallRow, EventRow, Outcome, RoundRow, RunInfo, RunLimits, Session, TaskRow
 from soak.sandbox.jail import remove_tree
 from soak.tasks.spec import TaskSpec
 
@@ -55,6 +55,8 @@ class Attempt:
     calls go to on_call."""
     totals: CallTotals = field(default_factory=CallTotals)
     """The attempt's calls summed as they are recorded (by its ledger), kept here for a row of an attempt cut short."""
+    on_round: Callable[[RoundRow], None] = lambda row: None
+    """Given each judged round's row (rounds.csv)."""
 
 
 TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
@@ -319,7 +321,10 @@ class Runner(RowListener):
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        attempt = Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step)
+        def on_round(row: RoundRow) -> None:
+            self.folder.record_round(row.model_copy(update={"run_id": self.folder.run_id, "session": self.session}))
+
+        attempt = Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step, on_round=on_round)
         job = asyncio.create_task(self.task_fn(task, attempt))
         flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job, attempt.totals)
         try:

@@ -127,7 +127,7 @@ class AgentTasks:
             task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
             mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
             on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge, on_step=attempt.on_step,
-            totals=attempt.totals,
+            totals=attempt.totals, on_round=attempt.on_round,
         )
 
     async def close(self) -> None:

@@ -13,7 +13,17 @@ from pydantic import ValidationError
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.record.layout import RunLayout
-from soak.record.schema import SCHEMA_VERSION, CallRow, EventKind, EventRow, Row, RunInfo, SampleRow, TaskRow
+from soak.record.schema import (
+    SCHEMA_VERSION,
+    CallRow,
+    EventKind,
+    EventRow,
+    RoundRow,
+    Row,
+    RunInfo,
+    SampleRow,
+    TaskRow,
+)
 
 # --- CSV writers --------------------------------------------------------------------------------
 
@@ -73,25 +83,43 @@ HEAD_BYTES = 1 << 20
 """What check_columns reads of a CSV: its header and first row fit."""
 
 
-def check_columns(path: Path, model: type[Row]) -> None:
-    """An existing CSV can be appended to when its header is the model's columns, older names allowed (the reader
-    maps them: a version 1 calls.csv says `attempt` where version 2 says `retry`); otherwise one line says which
-    schema versions differ and what still works."""
+def head(path: Path) -> tuple[list[str], list[str]]:
+    """(header, first row) of a CSV, empty when missing; whole rows only (a header torn by a crash is written again on
+    open: repair_tail)."""
     try:
         with path.open("rb") as handle:
             data = handle.read(HEAD_BYTES)
     except FileNotFoundError:
-        return
-    # Only whole rows count: a header torn by a crash is written again on open (repair_tail).
+        return [], []
     lines = csv.reader(io.StringIO(data[: complete_length(data)].decode("utf-8", errors="replace")))
-    header, first = next(lines, []), next(lines, [])
-    columns = list(model.model_fields)
-    if not header or [model.former_names.get(name, name) for name in header] == columns:
-        return
+    return next(lines, []), next(lines, [])
+
+
+def written_with(header: list[str], first: list[str]) -> str:
     found = dict(zip(header, first, strict=False)).get("schema_version", "")
-    version = f"schema version {found}" if found.isdigit() else "another schema version"
-    raise BadInput(f"{path}: written with {version}, whose {model.__name__} columns this soak (schema version "
-                   f"{SCHEMA_VERSION}) cannot append to; report, route and compare still read it: start a new run")
+    return f"schema version {found}" if found.isdigit() else "another schema version"
+
+
+def check_columns(path: Path, model: type[Row]) -> None:
+    """An existing CSV can be appended to when its header is the model's columns, older names allowed (the reader
+    maps them: a version 1 calls.csv says `attempt` where version 2 says `retry`); otherwise one line says which
+    schema versions differ and what still works."""
+    header, first = head(path)
+    if not header or [model.former_names.get(name, name) for name in header] == list(model.model_fields):
+        return
+    raise BadInput(f"{path}: written with {written_with(header, first)}, whose {model.__name__} columns this soak "
+                   f"(schema version {SCHEMA_VERSION}) cannot append to; report, route and compare still read it: "
+                   "start a new run")
+
+
+def check_rounds(layout: RunLayout) -> None:
+    """A folder written before rounds.csv (schema version 5 and older) cannot be resumed: its earlier attempts' rounds
+    would be missing from the file."""
+    if layout.rounds.exists() or not layout.tasks.exists():
+        return
+    raise BadInput(f"{layout.path}: written with {written_with(*head(layout.tasks))}, before rounds.csv; this soak "
+                   f"(schema version {SCHEMA_VERSION}) cannot append to it; report, route and compare still read it: "
+                   "start a new run")
 
 
 class CsvLog(Generic[R]):
@@ -147,7 +175,7 @@ class RowListener:
 
 
 class RunFolder:
-    """`data/<run_id>/`: run.json, the four CSVs (opened for appending) and `work/<task>/<cycle>/`."""
+    """`data/<run_id>/`: run.json, the five CSVs (opened for appending) and `work/<task>/<cycle>/`."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -159,8 +187,9 @@ class RunFolder:
         """Refuse (BadInput) before anything is written when a CSV cannot be appended to (check_columns)."""
         layout = self.layout
         for path, model in ((layout.tasks, TaskRow), (layout.calls, CallRow), (layout.events, EventRow),
-                            (layout.samples, SampleRow)):
+                            (layout.samples, SampleRow), (layout.rounds, RoundRow)):
             check_columns(path, model)
+        check_rounds(layout)
 
     def open(self) -> None:
         """Create or reopen the CSVs, repairing torn tails; tasks.csv is fsynced per row."""
@@ -170,10 +199,11 @@ class RunFolder:
         self.calls = CsvLog(self.layout.calls, CallRow)
         self.events = CsvLog(self.layout.events, EventRow)
         self.samples = CsvLog(self.layout.samples, SampleRow)
+        self.rounds = CsvLog(self.layout.rounds, RoundRow)
 
     @property
     def logs(self) -> list[CsvLog]:
-        return [self.tasks, self.calls, self.events, self.samples]
+        return [self.tasks, self.calls, self.events, self.samples, self.rounds]
 
     def close(self) -> None:
         for log in self.logs:
@@ -188,6 +218,9 @@ class RunFolder:
         self.calls.append(row)
         for listener in self.listeners:
             listener.call(row)
+
+    def record_round(self, row: RoundRow) -> None:
+        self.rounds.append(row)
 
     def record_sample(self, row: SampleRow) -> None:
         """The telemetry writer (soak.stack.telemetry.Monitor's `write`)."""

@@ -33,6 +33,10 @@ class AttemptLayout:
         """What an external agent left in round `number`: its output and the transcript files it keeps."""
         return self.round(number) / "agent"
 
+    def agent_output(self, number: int) -> Path:
+        """What an external agent printed in round `number` (written when its run ends)."""
+        return self.agent_files(number) / "output.txt"
+
     def rounds(self) -> list[int]:
         """The numbers of the rounds that left a folder, in order."""
         if not self.path.is_dir():
@@ -43,7 +47,7 @@ class AttemptLayout:
 
 @dataclass(frozen=True)
 class RunLayout:
-    """`data/<run_id>/`: run.json, the four CSVs, the attempts' work folders and the runner's own files."""
+    """`data/<run_id>/`: run.json, the five CSVs, the attempts' work folders and the runner's own files."""
 
     path: Path
 
@@ -58,6 +62,10 @@ class RunLayout:
     @property
     def calls(self) -> Path:
         return self.path / "calls.csv"
+
+    @property
+    def rounds(self) -> Path:
+        return self.path / "rounds.csv"
 
     @property
     def events(self) -> Path:

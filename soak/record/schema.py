@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
@@ -12,7 +12,9 @@ folder stays readable (the columns at their defaults); a resume refuses it (its 
 4: calls.csv's `max_gap_s`. An older folder stays readable (the column empty: unknown); a resume refuses it (its
 calls.csv lacks the column).
 5: calls.csv's `requested_model`. An older folder stays readable (the column empty); a resume refuses it (its calls.csv
-lacks the column)."""
+lacks the column).
+6: rounds.csv, a row per judged round from the judge's own verdict. An older folder stays readable (its rounds derived
+from each round folder's test output, marked `derived`); a resume refuses it (it has no rounds.csv)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -144,6 +146,44 @@ class TaskRow(Row):
     """Calls the external agent made through the proxy."""
     agent_exit: int | None = None
     """Exit status of the agent's last run (negative: killed by that signal)."""
+
+
+class RoundRow(Row):
+    """One judged round of an attempt (rounds.csv), written as the judge gives its verdict: the report, the revision
+    figures and the export read rounds here, never from what pytest printed."""
+
+    task_id: str
+    cycle: int
+    session: int = 0
+    round: int
+    result: str
+    """What the tests found (soak.sandbox.judge.TestResult): pass, fail, timeout, error or tampered."""
+    tests_passed: int = 0
+    tests_total: int = 0
+    failing_tests: str = ""
+    """The expected tests that did not pass, one id a line (pytest escapes line breaks in ids), in collection order."""
+    error_kind: str = ""
+    test_seconds: float = 0.0
+    entry_sha256: str = ""
+    """Of the judged text, UTF-8 (the file's bytes when they are UTF-8); empty for a file over the size limit."""
+    entry_bytes: int = 0
+    noop: bool = False
+    """The entry file was the previous round's, unchanged: a revision that wrote nothing new."""
+    claim: ClaimStatus = "none"
+    """What the round's driver read as the attempt's own report on its work in this round (TaskRow.claim)."""
+    claim_source: ClaimSource = ""
+    claimed_tests_pass: bool = False
+    derived: bool = False
+    """Never written: set by the reader on the rounds of a folder of schema version 5 or older, worked out from each
+    round folder's test output (no error kind, no claim; 0 of 0 where pytest printed no summary)."""
+
+    @property
+    def failing(self) -> list[str]:
+        return self.failing_tests.splitlines()
+
+    @property
+    def passed(self) -> bool:
+        return self.tests_total > 0 and self.tests_passed == self.tests_total
 
 
 class CallRow(Row):
@@ -302,7 +342,6 @@ class RunInfo(BaseModel):
     @property
     def active_seconds(self) -> float:
         return sum(s.active_seconds for s in self.sessions)
-
 
 
 # --- sweep.json ---------------------------------------------------------------------------------

@@ -79,6 +79,9 @@ class Verdict(BaseModel):
     """`tampered`: the solution was caught changing how it is judged (evidence in error_tail, error_kind Tampering)."""
     tests_passed: int = 0
     tests_total: int = 0
+    failing_tests: list[str] = []
+    """The expected tests that did not pass (failed, errored or never ran; all of them when tampered), in collection
+    order: tests_total - tests_passed ids."""
     duration_s: float = 0.0
     error_kind: str = ""
     """'' on pass; SyntaxError, ImportError, AssertionError, Timeout, MemoryError, Crash, MissingTests, Tampering..."""
@@ -331,11 +334,13 @@ def judge_run(run: TestRun, expected: Trusted) -> Verdict:
     """Turn a finished run into a verdict; anything short of every expected test passing is not a pass."""
     events, total = run.events, len(expected.nodeids)
     evidence = cross_check(run, expected)
-    passed = len(events.passed() & set(expected.nodeids)) if not evidence else 0
+    passing = events.passed()
+    passed = len(passing & set(expected.nodeids)) if not evidence else 0
+    failing = [node for node in expected.nodeids if evidence or node not in passing]
 
     def failed(kind: str, text: str, result: TestResult = "fail") -> Verdict:
         body = tail(relative(text, run.workspace), TAIL_LINES - 1)
-        return Verdict(result=result, tests_passed=passed, tests_total=total, error_kind=kind,
+        return Verdict(result=result, tests_passed=passed, tests_total=total, failing_tests=failing, error_kind=kind,
                        error_tail=f"{body}\n{passed} of {total} tests passed")
 
     output_tail = relative(tail(run.output, 25), run.workspace)

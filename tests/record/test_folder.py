@@ -175,7 +175,7 @@ def test_run_folder_round_trip(tmp_path):
     folder.close()
     assert folder.read_info() == info
     assert sorted(p.name for p in folder.path.iterdir()) == [
-        "calls.csv", "events.csv", "run.json", "samples.csv", "tasks.csv"
+        "calls.csv", "events.csv", "rounds.csv", "run.json", "samples.csv", "tasks.csv"
     ]
     assert [e.detail for e in read_rows(folder.path / "events.csv", EventRow)] == ["hello, \"world\"\n"]
     assert pd.read_csv(folder.path / "samples.csv").empty
