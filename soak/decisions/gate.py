@@ -24,7 +24,7 @@ from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
 from soak.record.layout import RunLayout
 from soak.record.read import run_folders
-from soak.record.transcript import TranscriptLine, read_transcript
+from soak.record.transcript import load_transcript, read_transcript
 
 
 def prefill_rate(result: CallResult) -> tuple[float, int]:
@@ -113,16 +113,8 @@ def replay_turns(transcript: Path) -> list[tuple[list[dict[str, Any]], bool]]:
     its own conversation, its messages as the loop sent them (TranscriptLine.chat_message), and its first turn
     only warms the cache, so turns 2+ are measured.
     """
-    try:
-        lines = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
-        recorded = [TranscriptLine.model_validate(line) for line in lines]
-    except (OSError, json.JSONDecodeError) as error:
-        raise BadInput(f"{transcript}: not a JSONL transcript ({error})") from None
-    except ValidationError:
-        raise BadInput(f"{transcript}: every line must be a chat message with a role "
-                       "(system, user, assistant or tool)") from None
     threads: dict[str, list[dict[str, Any]]] = {}
-    for line in recorded:
+    for line in load_transcript(transcript):
         threads.setdefault(line.thread, []).append(line.chat_message())
     turns = []
     for messages in threads.values():

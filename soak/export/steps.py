@@ -1,7 +1,8 @@
 """An attempt's messages and calls.csv rows as ATIF steps, thread by thread (ATIF's one-LLM-call-per-step rule):
-each message a step; each answer paired with the call that produced it (its tokens, timing and row); each tool
-result in the observation of the step that made the call; and every call that produced no message of the transcript
-(a failed try before its retry, a call the attempt ended in) a step of its own, so no call is lost."""
+each message a step; each answer paired with the call that produced it (its tokens, timing and row: the record's one
+pairing, soak.record.transcript.answering_calls); each tool result in the observation of the step that made the call;
+and every call that produced no message of the transcript (a failed try before its retry, a call the attempt ended
+in) a step of its own, so no call is lost."""
 
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -11,9 +12,9 @@ from typing import Any
 
 from soak.export.atif import Metrics, Observation, ObservationResult, Step, ToolCall
 from soak.export.conversation import Message
+from soak.llm.integrity import tool_calls_of
 from soak.record.schema import CallRow
-from soak.record.transcript import TranscriptLine
-from soak.report.attempt import tool_calls_of
+from soak.record.transcript import TranscriptLine, answering_calls
 
 ATTEMPT_FIELDS = {"schema_version", "run_id", "task_id", "cycle", "session"}
 """The call row's fields that name its attempt, the same for every step: the trajectory says them once."""
@@ -84,35 +85,23 @@ def tool_calls(line: TranscriptLine) -> list[ToolCall]:
     return found
 
 
-def names(line: TranscriptLine) -> str:
-    """The tool names of an answer as calls.csv joins them."""
-    return ",".join(call.name for call in tool_calls_of(line))
-
-
-def take_call(queue: deque[CallRow], line: TranscriptLine) -> tuple[list[CallRow], CallRow | None]:
-    """(calls before the answer's own, the answer's call): the first answered call whose tool names are the
-    answer's, and the calls before it; none when no call left matches (then the queue is kept whole)."""
-    for position, call in enumerate(queue):
-        if call.status == "ok" and call.tool_names == names(line):
-            before = [queue.popleft() for _ in range(position)]
-            return before, queue.popleft()
-    return [], None
-
-
 def lone_call(thread: Thread, call: CallRow, round_: int) -> None:
     """A call with no message of the transcript: a failed try, or an answer the transcript does not hold."""
     note = "no answer: the call failed" if call.status != "ok" else "its answer is not in the transcript read"
     thread.add(source="agent", message="", **call_fields(call), extra=soak_extra(round_, call, note=note))
 
 
-def walk(messages: Iterable[Message], calls: Iterable[CallRow], default: str,
+def walk(messages: list[Message], calls: Iterable[CallRow], default: str,
          thread_of: Callable[[str], str] | None = None) -> dict[str, Thread]:
-    """The threads of an attempt (each line's own, or `thread_of` it), in the order they first speak; calls paired
-    with answers in order, and calls left at the end added to the thread that spoke last (else `default`)."""
+    """The threads of an attempt (each line's own, or `thread_of` it), in the order they first speak; each answer with
+    its call, the calls no message holds before it as steps of their own, and calls left at the end added to the
+    thread that spoke last (else `default`)."""
     threads: dict[str, Thread] = {}
     queue = deque(sorted(calls, key=lambda call: (call.call_index, call.started_at)))
+    said = iter(answering_calls([message.line for message in messages if not message.context], queue))
+    answers = [None if message.context else next(said) for message in messages]
     name, round_ = default, 1
-    for message in messages:
+    for message, call in zip(messages, answers, strict=True):
         line = message.line
         name, round_ = thread_of(line.thread) if thread_of else line.thread, line.round
         thread = threads.setdefault(name, Thread())
@@ -124,9 +113,10 @@ def walk(messages: Iterable[Message], calls: Iterable[CallRow], default: str,
         elif message.context:
             thread.add(source="agent", message=content, is_copied_context=True, extra=soak_extra(round_, None))
         else:
-            before, call = take_call(queue, line)
-            for earlier in before:
-                lone_call(thread, earlier, round_)
+            if any(waiting is call for waiting in queue):  # the calls before it produced no message
+                while queue[0] is not call:
+                    lone_call(thread, queue.popleft(), round_)
+                queue.popleft()
             made = call_fields(call) if call else {"llm_call_count": 1}
             thread.add(source="agent", message=content, reasoning_content=line.reasoning or None,
                        tool_calls=tool_calls(line) or None, **made, extra=soak_extra(round_, call))

@@ -4,10 +4,10 @@ soak's own loop: the root is the orchestrator's conversation (the coder's in mod
 embedded subagent trajectory, which the delegate call's observation refers to. An external agent: the root is soak's
 harness, which runs the agent once per round (a step without an LLM call) and observes the round's test verdict; each
 run of the agent is a subagent, its messages from the agent's own transcript and its calls from the proxy's rows.
-soak's facts about the attempt (its whole tasks.csv row, each round's verdict) are the root's `extra.soak`."""
+soak's facts about the attempt (its whole tasks.csv row, each judged round's rounds.csv row) are the root's
+`extra.soak`."""
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,9 @@ from soak.export.steps import Thread, soak_extra, walk
 from soak.files import describe_validation_error, write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
-from soak.record.layout import TRANSCRIPT, AttemptLayout, RunLayout
-from soak.record.read import read_attempts, read_meta, read_rows, resolve_run_dir
-from soak.record.schema import OUTCOME_MEANINGS, CallRow, TaskRow
-from soak.report.attempt import failing_tests, test_counts
+from soak.record.layout import TRANSCRIPT
+from soak.record.read import AttemptRecord, load_run, resolve_run_dir
+from soak.record.schema import OUTCOME_MEANINGS, CallRow, RoundRow
 
 ROOT = "root"
 DELEGATE_TOOL = DELEGATE["function"]["name"]
@@ -45,39 +44,32 @@ RUN_AGENT = "run_agent"
 
 
 @dataclass(frozen=True)
-class Attempt:
-    row: TaskRow
-    layout: AttemptLayout
-    calls: list[CallRow]
+class Exported:
+    """An attempt as the export reads it: its record and the soak version that wrote the run."""
+
+    record: AttemptRecord
     soak_version: str
 
     @property
     def id(self) -> str:
-        return f"{self.row.run_id}/{self.row.task_id}/{self.row.cycle}"
+        row = self.record.row
+        return f"{row.run_id}/{row.task_id}/{row.cycle}"
 
 
-def round_verdicts(attempt: AttemptLayout) -> list[dict[str, Any]]:
-    """What the tests said in each round, from the output they printed."""
-    verdicts = []
-    for number in attempt.rounds():
-        path = attempt.test_output(number)
-        if not path.is_file():
-            verdicts.append({"round": number, "judged": False})
-            continue
-        output = path.read_text(errors="replace")
-        passed, total = test_counts(output) or (None, None)
-        verdicts.append({"round": number, "judged": True, "tests_passed": passed, "tests_total": total,
-                         "failing": failing_tests(output)})
-    return verdicts
+def round_facts(rounds: list[RoundRow]) -> list[dict[str, Any]]:
+    """Each judged round as rounds.csv keeps it (the attempt names it once: the trajectory's session)."""
+    return [item.model_dump(mode="json", exclude={"schema_version", "run_id", "task_id", "cycle", "session"})
+            for item in rounds]
 
 
-def verdict_text(verdict: dict[str, Any] | None) -> str:
-    if not verdict or not verdict["judged"]:
+def verdict_text(verdict: RoundRow | None) -> str:
+    if verdict is None:
         return "not judged: the round left no file to test"
-    if verdict["tests_total"] is None:
+    if verdict.derived and not verdict.tests_total:
         return "judged: the tests printed no summary (a crash, a timeout or tampering)"
-    failing = f"; failing: {', '.join(verdict['failing'])}" if verdict["failing"] else ""
-    return f"tests: {verdict['tests_passed']}/{verdict['tests_total']} passed{failing}"
+    failing = f"; failing: {', '.join(verdict.failing)}" if verdict.failing else ""
+    kind = f" ({verdict.error_kind})" if verdict.error_kind else ""
+    return f"tests: {verdict.tests_passed}/{verdict.tests_total} passed{kind}{failing}"
 
 
 def final_metrics(steps: list[Step], subagents: list[Trajectory]) -> FinalMetrics:
@@ -100,7 +92,7 @@ def final_metrics(steps: list[Step], subagents: list[Trajectory]) -> FinalMetric
     )
 
 
-def trajectory(attempt: Attempt, trajectory_id: str, agent: Agent, thread: Thread,
+def trajectory(attempt: Exported, trajectory_id: str, agent: Agent, thread: Thread,
                subagents: list[Trajectory] | None = None, **fields: Any) -> Trajectory:
     subagents = subagents or []
     return Trajectory(session_id=attempt.id, trajectory_id=trajectory_id, agent=agent, steps=thread.steps,
@@ -131,10 +123,11 @@ def delegations(root: Thread) -> list[str]:
     return found
 
 
-def soak_trajectory(attempt: Attempt) -> Trajectory | None:
+def soak_trajectory(attempt: Exported) -> Trajectory | None:
     """soak's own loop: the orchestrator's thread as the root, coder-<n> as the subagent of the n-th delegation."""
-    row = attempt.row
-    threads = walk(soak_messages(attempt.layout), attempt.calls, ROOT,
+    record = attempt.record
+    row = record.row
+    threads = walk(soak_messages(record.layout), record.calls, ROOT,
                    lambda name: name if name.startswith("coder-") else ROOT)
     root = threads.pop(ROOT, None)
     if root is None:
@@ -153,37 +146,37 @@ def soak_trajectory(attempt: Attempt) -> Trajectory | None:
     agent = Agent(name="soak", version=attempt.soak_version,
                   model_name=(row.orchestrator_model if delegate else row.coder_model) or None,
                   extra={"role": "orchestrator" if delegate else "direct"})
-    sources = [TRANSCRIPT] if attempt.layout.transcript.is_file() else []
+    sources = [TRANSCRIPT] if record.layout.transcript.is_file() else []
     return trajectory(attempt, attempt.id, agent, root, subagents, notes=notes(attempt, sources),
-                      extra=facts(attempt, sources, round_verdicts(attempt.layout)))
+                      extra=facts(attempt, sources))
 
 
-def calls_by_round(attempt: Attempt, numbers: list[int]) -> dict[int, list[CallRow]]:
+def calls_by_round(record: AttemptRecord, numbers: list[int]) -> dict[int, list[CallRow]]:
     """Each call to the round it started in: the first round whose agent output was written after it (soak writes
     it when the agent's run ends); the last round takes the rest."""
     ends = []
     for number in numbers:
-        output = attempt.layout.agent_files(number) / "output.txt"
+        output = record.layout.agent_output(number)
         ends += [(number, os.stat(output).st_mtime)] if output.is_file() else []
     found: dict[int, list[CallRow]] = {number: [] for number in numbers}
-    for call in attempt.calls:
+    for call in record.calls:
         found[next((n for n, end in ends if call.started_at < end), numbers[-1])].append(call)
     return found
 
 
-def agent_trajectory(attempt: Attempt) -> Trajectory | None:
+def agent_trajectory(attempt: Exported) -> Trajectory | None:
     """An external agent: soak's harness as the root, one step and one subagent per round the agent ran."""
-    row = attempt.row
-    numbers = attempt.layout.rounds() or ([1] if attempt.calls else [])
+    record = attempt.record
+    row = record.row
+    numbers = record.layout.rounds() or ([1] if record.calls else [])
     if not numbers:
         return None
     name, _, version = row.agent.rpartition(" ") if " " in row.agent else (row.agent, "", "unknown")
-    verdicts = round_verdicts(attempt.layout)
-    by_number = {verdict["round"]: verdict for verdict in verdicts}
+    by_number = {verdict.round: verdict for verdict in record.rounds}
     harness, subagents, sources = Thread(), [], []
-    for number, calls in calls_by_round(attempt, numbers).items():
+    for number, calls in calls_by_round(record, numbers).items():
         thread_name = f"round-{number}"
-        said = agent_round(attempt.layout, number, thread_name)
+        said = agent_round(record.layout, number, thread_name)
         sources += [said.source] if said.source else []
         ran = ToolCall(tool_call_id=thread_name, function_name=RUN_AGENT, arguments={"round": number})
         harness.add(source="agent", message=f"Round {number}: run {row.agent} in the task's workspace, then judge the "
@@ -197,21 +190,21 @@ def agent_trajectory(attempt: Attempt) -> Trajectory | None:
             refer(harness, thread_name, subagents[-1])
     agent = Agent(name="soak", version=attempt.soak_version, extra={"role": "harness", "agent": row.agent})
     return trajectory(attempt, attempt.id, agent, harness, subagents, notes=notes(attempt, sources),
-                      extra=facts(attempt, sources, verdicts))
+                      extra=facts(attempt, sources))
 
 
-def notes(attempt: Attempt, sources: list[str]) -> str:
-    row = attempt.row
+def notes(attempt: Exported, sources: list[str]) -> str:
+    row = attempt.record.row
     read = ", ".join(sources) or "no transcript soak reads (calls only)"
     return (f"soak attempt {row.task_id} cycle {row.cycle} (session {row.session}) of run {row.run_id}: "
             f"{row.outcome}. Messages from {read}; each LLM call from "
             "calls.csv, its row under the step's extra.soak.call; soak's facts under the root's extra.soak.")
 
 
-def facts(attempt: Attempt, sources: list[str], verdicts: list[dict[str, Any]]) -> dict[str, Any]:
-    row = attempt.row
+def facts(attempt: Exported, sources: list[str]) -> dict[str, Any]:
+    row = attempt.record.row
     return {"soak": {"attempt": row.model_dump(mode="json"), "outcome_meaning": OUTCOME_MEANINGS.get(row.outcome),
-                     "rounds": verdicts, "messages_from": sources}}
+                     "rounds": round_facts(attempt.record.rounds), "messages_from": sources}}
 
 
 def steps_in(trajectory: Trajectory) -> int:
@@ -220,35 +213,31 @@ def steps_in(trajectory: Trajectory) -> int:
 
 def export_run(ref: str | None, out: Path | None) -> tuple[Path, AtifIndex]:
     """Write every finished attempt of a run (its tasks.csv rows that count) as a trajectory file under `out`
-    (default reports/<run_id>/atif/), then index.json; (the index's path, the index)."""
+    (default reports/<run_id>/atif/), then index.json; (the index's path, the index). Every attempt is read before
+    anything is written: an unreadable row writes nothing."""
     path = resolve_run_dir(ref)
-    layout = RunLayout(path)
-    if not layout.is_run():
+    run = load_run(path)
+    if not run.layout.is_run():
         raise BadInput(f"{path}: not a run folder (no run.json or tasks.csv)")
-    meta = read_meta(layout.info, [])
-    run_id = str(meta.get("run_id") or path.name)
-    running = bool(meta) and not meta.get("ended_at")
-    in_flight = set(meta.get("in_flight") or []) if running else set()
-    out = Path(out) if out is not None else reports_dir() / run_id / "atif"
+    in_flight = set(run.info.in_flight) if run.running and run.info else set()
+    out = Path(out) if out is not None else reports_dir() / run.run_id / "atif"
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out}: exists and is not a folder")
-    calls: dict[tuple[str, int, int], list[CallRow]] = defaultdict(list)
+    version = (run.info.versions.get("soak") if run.info else None) or "unknown"
+    index = AtifIndex(run_id=run.run_id, run_folder=str(path), running=run.running, trajectories=[])
     try:
-        for call in read_rows(layout.calls, CallRow):
-            calls[(call.task_id, call.cycle, call.session)].append(call)
-        rows = read_attempts(layout.tasks)
+        attempts = [run.attempt(str(task_id), int(cycle))
+                    for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True)]
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(path), error)) from None
-    version = str((meta.get("versions") or {}).get("soak") or "unknown")
-    index = AtifIndex(run_id=run_id, run_folder=str(path), running=running, trajectories=[])
     out.mkdir(parents=True, exist_ok=True)
-    for row in rows:
+    for record in attempts:
+        row = record.row
         if f"{row.task_id}/{row.cycle}" in in_flight:
             index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle,
                                          reason="being redone: its folder holds the attempt in flight"))
             continue
-        attempt = Attempt(row, layout.attempt(row.task_id, row.cycle), calls[(row.task_id, row.cycle, row.session)],
-                          version)
+        attempt = Exported(record, version)
         made = agent_trajectory(attempt) if row.agent else soak_trajectory(attempt)
         if made is None:
             index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle,

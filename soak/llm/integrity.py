@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from soak.record.schema import MANGLED, Integrity
+from soak.record.transcript import TranscriptLine
 
 PATH_TOOLS = frozenset({"write_file", "read_file"})
 ABSORBED_ARGS = re.compile(r"[\s()<>=\"'{}\[\],:;]")
@@ -27,6 +28,18 @@ class ToolCall(BaseModel):
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+
+def tool_calls_of(line: TranscriptLine) -> list[ToolCall]:
+    """A transcript line's tool calls as the model wrote them (a call without a function keeps an empty name)."""
+    found = []
+    for item in line.tool_calls or []:
+        function = item.get("function") if isinstance(item.get("function"), dict) else {}
+        arguments = function.get("arguments")
+        found.append(ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
+                              arguments=arguments if isinstance(arguments, str) else
+                              "" if arguments is None else json.dumps(arguments, ensure_ascii=False)))
+    return found
 
 
 def path_escapes(path: str) -> bool:

@@ -1,5 +1,6 @@
 """The one reader of a run folder: its CSVs as typed DataFrames (read_table) or row models (read_rows, built on
-read_table), run.json, and finding runs; tolerant of a run still going, missing files and a torn last row.
+read_table), run.json through RunInfo (read_info), one attempt whole (RunRecord.attempt), and finding runs; tolerant
+of a run still going, missing files and a torn last row.
 
 The supersede rule lives here too (`latest_attempts`): an attempt is (task_id, cycle), and of its rows in tasks.csv
 only the latest session's counts, so a re-run (`soak run --resume RUN --retry infra_error`, or the redo of a cancelled
@@ -17,39 +18,67 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from soak.errors import BadInput
 from soak.files import load_model
 from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
-from soak.record.layout import RunLayout
-from soak.record.schema import CallRow, EventRow, Row, SampleRow, SweepInfo, TaskRow
+from soak.record.layout import AttemptLayout, RunLayout
+from soak.record.rounds import derived_rounds
+from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, SampleRow, Session, SweepInfo, TaskRow
+from soak.record.transcript import TranscriptLine, answering_calls, read_transcript
 
 R = TypeVar("R", bound=Row)
 
 
-TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow}
+TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow,
+                                "rounds": RoundRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
+Key = tuple[str, int, int]
+"""(task_id, cycle, session): one attempt."""
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt, read whole: its tasks.csv row, its calls in order, its judged rounds (rounds.csv, or derived from
+    an older folder's round folders) and, lazily, its conversation."""
+
+    row: TaskRow
+    layout: AttemptLayout
+    calls: list[CallRow]
+    rounds: list[RoundRow]
+
+    @cached_property
+    def conversation(self) -> list[tuple[TranscriptLine, CallRow | None]]:
+        """soak's own transcript, each line with the call whose answer it is (answering_calls); empty for an external
+        agent, whose conversation is in its own files (soak.export.conversation)."""
+        lines = list(read_transcript(self.layout.transcript))
+        return list(zip(lines, answering_calls(lines, self.calls), strict=True))
 
 
 @dataclass
 class RunRecord:
-    """One run folder, read: run.json plus the four CSVs as typed DataFrames (columns = row model fields)."""
+    """One run folder, read: run.json (None when missing or unreadable) plus the five CSVs as typed DataFrames (columns
+    = row model fields); `attempt` reads one attempt whole."""
 
     path: Path
     run_id: str
-    meta: dict[str, Any]
+    info: RunInfo | None
     tasks: pd.DataFrame
     calls: pd.DataFrame
     events: pd.DataFrame
     samples: pd.DataFrame
+    rounds: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     """What was tolerated while reading (missing files, torn rows), shown in the report."""
+    rounds_derived: bool = False
+    """The folder predates rounds.csv (schema version 5 and older): each attempt's rounds are derived."""
 
     @property
     def layout(self) -> RunLayout:
@@ -57,18 +86,45 @@ class RunRecord:
 
     @property
     def config(self) -> dict[str, Any]:
-        config = self.meta.get("config")
-        return config if isinstance(config, dict) else {}
+        return self.info.config if self.info else {}
 
     @property
-    def sessions(self) -> list[dict[str, Any]]:
-        sessions = self.meta.get("sessions")
-        return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+    def host(self) -> dict[str, Any]:
+        return self.info.host if self.info else {}
+
+    @property
+    def sessions(self) -> list[Session]:
+        return self.info.sessions if self.info else []
 
     @property
     def running(self) -> bool:
         """Not ended: still going, or stopped by a crash (run.json cannot tell these apart; the heartbeat can)."""
-        return bool(self.meta) and not self.meta.get("ended_at")
+        return self.info is not None and not self.info.ended_at
+
+    @cached_property
+    def _by_attempt(self) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[Key, list[dict[str, Any]]],
+                                   dict[Key, list[dict[str, Any]]]]:
+        """The counting rows by (task_id, cycle), the calls and the rounds by attempt: grouped once for the run (a
+        DataFrame per attempt costs milliseconds each, minutes over 10k attempts)."""
+        rows = {(str(r["task_id"]), int(r["cycle"])): r for r in self.tasks.to_dict("records")}
+        calls: dict[Key, list[dict[str, Any]]] = {}
+        for call in self.calls.sort_values(["call_index", "retry"], kind="stable").to_dict("records"):
+            calls.setdefault((str(call["task_id"]), int(call["cycle"]), int(call["session"])), []).append(call)
+        rounds: dict[Key, list[dict[str, Any]]] = {}
+        for item in self.rounds.sort_values("round", kind="stable").to_dict("records"):
+            rounds.setdefault((str(item["task_id"]), int(item["cycle"]), int(item["session"])), []).append(item)
+        return rows, calls, rounds
+
+    def attempt(self, task_id: str, cycle: int, *, strict: bool = True) -> AttemptRecord:
+        """The attempt of `task_id` in `cycle` that counts (its row in `tasks`), typed; a value its model refuses raises
+        ValidationError, or with `strict` False is kept as read (the report shows an outcome of a later version).
+        KeyError when tasks.csv has no such row."""
+        rows, calls, rounds = self._by_attempt
+        row = model_of(rows[(task_id, cycle)], TaskRow, strict)
+        key, layout = (task_id, cycle, row.session), self.layout.attempt(task_id, cycle)
+        return AttemptRecord(row, layout, [model_of(call, CallRow, strict) for call in calls.get(key, [])],
+                             derived_rounds(row, layout) if self.rounds_derived
+                             else [model_of(item, RoundRow, strict) for item in rounds.get(key, [])])
 
 
 def _kind(annotation: Any) -> str:
@@ -171,22 +227,48 @@ def read_attempts(path: Path) -> list[TaskRow]:
     return list(_models(latest_attempts(read_table(path, TaskRow, [])), TaskRow))
 
 
+def model_of(record: dict[str, Any], model: type[R], strict: bool = True) -> R:
+    """One row of read_table as its model (an empty number is None where the field allows it); a value the model
+    refuses raises ValidationError, or without `strict` is kept as read_table typed it."""
+    values = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+    try:
+        return model.model_validate(values)
+    except ValidationError:
+        if strict:
+            raise
+    kinds = _column_kinds(model)
+    return model.model_construct(**{k: int(v) if kinds[k][0] == "int" and isinstance(v, float) and v.is_integer()
+                                    else v for k, v in values.items() if k in kinds})
+
+
 def _models(frame: pd.DataFrame, model: type[R]) -> Iterator[R]:
     for record in frame.to_dict("records"):
-        yield model.model_validate({k: None if isinstance(v, float) and math.isnan(v) else v
-                                    for k, v in record.items()})
+        yield model_of(record, model)
 
 
-def read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+def read_info(path: Path, notes: list[str]) -> RunInfo | None:
+    """run.json through RunInfo, leniently, for readers (a resume reads it strictly: RunFolder.read_info): keys it does
+    not know are ignored, a field it cannot read is left at its default and noted (run_id: the folder's name;
+    created_at: 0, unknown); None when the file is missing or no JSON object."""
     try:
-        meta = json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         notes.append("run.json: missing")
-        return {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         notes.append(f"run.json: unreadable ({error})")
-        return {}
-    return meta if isinstance(meta, dict) else {}
+        return None
+    if not isinstance(data, dict):
+        notes.append("run.json: unreadable (not a JSON object)")
+        return None
+    known = {key: value for key, value in data.items() if key in RunInfo.model_fields}
+    fallback = {"run_id": path.parent.name, "created_at": 0.0, "config": {}, "limits": {}}
+    try:
+        return RunInfo.model_validate({**fallback, **known})
+    except ValidationError as error:
+        bad = sorted({str(problem["loc"][0]) for problem in error.errors() if problem["loc"]})
+        notes.append(f"run.json: unreadable {', '.join(bad)} (read as unknown)")
+        return RunInfo.model_validate({**fallback, **{k: v for k, v in known.items() if k not in bad}})
 
 
 def load_run(path: Path) -> RunRecord:
@@ -198,18 +280,24 @@ def load_run(path: Path) -> RunRecord:
         raise BadInput(f"{path}: not a run folder")
     notes: list[str] = []
     layout = RunLayout(path)
-    meta = read_meta(layout.info, notes)
-    tables = {name: read_table(getattr(layout, name), model, notes) for name, model in TABLES.items()}
+    info = read_info(layout.info, notes)
+    derived = not layout.rounds.is_file()
+    # A folder without rounds.csv is one of schema version 5 or older, not one missing a file.
+    tables = {name: read_table(getattr(layout, name), model, [] if derived and name == "rounds" else notes)
+              for name, model in TABLES.items()}
+    if derived and layout.tasks.is_file():
+        notes.append("rounds.csv: none (schema version 5 or older): each round is derived from its folder's test "
+                     "output")
     every = tables["tasks"]
     tables["tasks"] = latest_attempts(every).reset_index(drop=True)
     if superseded := len(every) - len(tables["tasks"]):
         notes.append(f"tasks.csv: {superseded} rows superseded by a later attempt of the same task and cycle "
                      "(a retry or the redo of a cancelled attempt); they stay in the file")
-    for frame in tables.values():
-        time_column = "at" if "at" in frame.columns else "started_at"
-        frame.sort_values(time_column, inplace=True, kind="stable", ignore_index=True)
-    run_id = str(meta.get("run_id") or path.name)
-    return RunRecord(path=path, run_id=run_id, meta=meta, notes=notes, **tables)
+    for name in ("tasks", "calls", "events", "samples"):
+        tables[name].sort_values("at" if name in ("events", "samples") else "started_at", inplace=True, kind="stable",
+                                 ignore_index=True)
+    run_id = info.run_id if info else path.name
+    return RunRecord(path=path, run_id=run_id, info=info, notes=notes, rounds_derived=derived, **tables)
 
 
 RUN_NAME_START = re.compile(r"^(\d{8}-\d{6})")
@@ -218,12 +306,9 @@ RUN_NAME_START = re.compile(r"^(\d{8}-\d{6})")
 
 def created_at(path: Path) -> float | None:
     """When a run was made: run.json's `created_at`, else the start time its name begins with; None if neither."""
-    try:
-        value = json.loads(RunLayout(path).info.read_text()).get("created_at")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    except (OSError, ValueError, AttributeError):
-        pass
+    info = read_info(RunLayout(path).info, [])
+    if info is not None and info.created_at:
+        return info.created_at
     match = RUN_NAME_START.match(path.name)
     if match:
         with contextlib.suppress(ValueError, OverflowError):

@@ -39,20 +39,19 @@ def time_span(run: RunRecord) -> tuple[float, float]:
     seen = [s for s in stamps if pd.notna(s)]
     firsts = [run.tasks["started_at"].min(), run.calls["started_at"].min(), run.events["at"].min(),
               run.samples["at"].min()]
-    start = meta_time(run, "started_at") or min((f for f in firsts if pd.notna(f)), default=0.0)
-    end = meta_time(run, "ended_at") or max(seen, default=start)
+    info = run.info
+    start = known_time(info.started_at if info else None) or min((f for f in firsts if pd.notna(f)), default=0.0)
+    end = known_time(info.ended_at if info else None) or max(seen, default=start)
     return float(start), float(max(end, start))
 
 
-def meta_time(run: RunRecord, key: str) -> float | None:
-    value = run.meta.get(key)
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None
+def known_time(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def active_hours(run: RunRecord, start: float, end: float) -> float:
     """Time the run was actually running: the sessions' own time when recorded (a crash gap does not count)."""
-    spans = [(s.get("stopped_at") or s.get("last_seen_at") or 0) - (s.get("started_at") or 0) for s in run.sessions]
-    spans = [x for x in spans if isinstance(x, int | float) and x > 0]
+    spans = [span for span in (s.active_seconds for s in run.sessions) if span > 0]
     return (sum(spans) if spans else end - start) / 3600
 
 
@@ -266,13 +265,14 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
     exhausted = int(calls["reasoning_exhausted"].sum()) if not calls.empty else int(tasks["reasoning_exhausted"].sum())
     memory = series.memory_trend(run.samples)
     over, _ = over_iteration(tasks, k)
-    last = run.sessions[-1] if run.sessions else {}
+    last = run.sessions[-1] if run.sessions else None
     figures = {
-        "run_id": run.run_id, "started_at": start, "ended_at": run.meta.get("ended_at"), "running": run.running,
-        "last_seen_at": last.get("last_seen_at"), "stop_reason": last.get("reason", ""),
+        "run_id": run.run_id, "started_at": start, "ended_at": run.info.ended_at if run.info else None,
+        "running": run.running, "last_seen_at": last.last_seen_at if last else None,
+        "stop_reason": last.reason if last else "",
         "sessions": len(run.sessions), "hours": active_hours(run, start, end), "mode": run.config.get("mode", ""),
         "stack": stack_models(run), "agent": ", ".join(sorted(set(tasks["agent"]) - {""})),
-        "agent_isolation": run.meta.get("host", {}).get("agent_isolation", ""),
+        "agent_isolation": run.host.get("agent_isolation", ""),
         "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,

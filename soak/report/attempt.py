@@ -1,16 +1,18 @@
-"""One attempt as its work folder holds it (`work/<task>/<cycle>/`): the transcript as threads with each tool call's
-verdict, each round's solution and test output, an external agent's own files; cut to fit one page."""
+"""One attempt as its record and work folder hold it (`work/<task>/<cycle>/`): the conversation as threads with each
+tool call's verdict, each round's verdict (rounds.csv) beside its solution and test output, an external agent's own
+files; cut to fit one page."""
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.llm.integrity import ToolCall
-from soak.record.layout import AttemptLayout
-from soak.record.transcript import TranscriptLine, read_transcript
+from soak.llm.integrity import ToolCall, tool_calls_of
+from soak.record.read import AttemptRecord
+from soak.record.rounds import kept_solution
+from soak.record.schema import CallRow, RoundRow
+from soak.record.transcript import TranscriptLine
 
 MESSAGE_CHARS = 20_000
 """Longest message body shown; the rest is in the raw file."""
@@ -19,9 +21,6 @@ TRANSCRIPT_CHARS = 1_500_000
 FILE_CHARS = 200_000
 """Longest solution, test output, diff or agent file shown."""
 AGENT_FILES = 8
-SUMMARY = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)"
-                     r"(?:, )?)+) in [\d.]+s", re.M)
-FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 FED_BACK = re.compile(r"^The tests failed \((\d+)/(\d+) passed")
 NEAR_IDENTICAL = 0.95
 
@@ -31,41 +30,44 @@ def cut(text: str, limit: int = MESSAGE_CHARS) -> tuple[str, int]:
     return (text, 0) if len(text) <= limit else (text[:limit], len(text) - limit)
 
 
-def test_counts(output: str) -> tuple[int, int] | None:
-    """(passed, total) from pytest's last summary line; None when there is none (a crash, a timeout)."""
-    found = SUMMARY.findall(output)
-    if not found:
-        return None
-    counts = {word.rstrip("s"): int(n) for n, word in re.findall(r"(\d+) (\w+)", found[-1])}
-    passed = counts.get("passed", 0)
-    return passed, passed + counts.get("failed", 0) + counts.get("error", 0)
-
-
-def failing_tests(output: str) -> list[str]:
-    """Test ids from pytest's short summary (`FAILED a.py::T::test_x - ...`), in order, once each."""
-    return list(dict.fromkeys(FAILED_LINE.findall(output)))
-
-
 @dataclass
 class Round:
+    """One round as the page shows it: its verdict (None when it was never judged: an agent's round that left no file)
+    beside what its folder keeps."""
+
     number: int
+    verdict: RoundRow | None = None
     solution_name: str = ""
     solution: str = ""
     solution_cut: int = 0
+    output_name: str = ""
+    """The test output's path in the attempt folder."""
     output: str = ""
     output_cut: int = 0
-    counts: tuple[int, int] | None = None
-    failing: list[str] = field(default_factory=list)
     diff: list[tuple[str, str]] = field(default_factory=list)
     """(css class, line) of the unified diff to the previous round's solution."""
     fed_back: str = ""
     """The message that started the next round: the exact error the model was shown."""
     agent_files: list[tuple[str, str, int]] = field(default_factory=list)
-    """(name, text, characters left out) of an external agent's output and logs."""
+    """(name, text, characters left out) of an external agent's output and logs, its output first."""
+    agent_said: bool = False
+    """The agent's output is among them (the first)."""
+
+    @property
+    def counts(self) -> tuple[int, int] | None:
+        """(tests passed, tests in all); None when never judged, or derived where pytest printed no summary."""
+        verdict = self.verdict
+        if verdict is None or (verdict.derived and not verdict.tests_total):
+            return None
+        return verdict.tests_passed, verdict.tests_total
+
+    @property
+    def failing(self) -> list[str]:
+        return self.verdict.failing if self.verdict else []
 
     @property
     def passed(self) -> bool:
-        return self.counts is not None and self.counts[1] > 0 and self.counts[0] == self.counts[1]
+        return self.verdict is not None and self.verdict.passed
 
 
 def read_text(path: Path, limit: int = FILE_CHARS) -> tuple[str, int]:
@@ -94,26 +96,27 @@ def diff_lines(before: str, after: str) -> list[tuple[str, str]]:
     return out
 
 
-def read_rounds(attempt: AttemptLayout, entry_hint: str = "") -> list[Round]:
-    """Each judged round in order: the judged solution, its test output and parsed counts, the diff between them."""
+def read_rounds(attempt: AttemptRecord) -> list[Round]:
+    """Each round in order, a folder's or a verdict's: its verdict, the judged solution, its test output (shown as it
+    was printed, never read for figures) and the diff to the round before."""
+    layout = attempt.layout
+    verdicts = {verdict.round: verdict for verdict in attempt.rounds}
     rounds, previous = [], None
-    for number in attempt.rounds():
-        folder = attempt.round(number)
-        item = Round(number)
-        sources = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".py")
-        chosen = next((p for p in sources if p.name == entry_hint), sources[0] if sources else None)
+    for number in sorted(set(layout.rounds()) | set(verdicts)):
+        output = layout.test_output(number)
+        item = Round(number, verdicts.get(number), output_name=output.relative_to(layout.path).as_posix())
+        chosen = kept_solution(layout.round(number))
         if chosen is not None:
             item.solution_name = chosen.name
             item.solution, item.solution_cut = read_text(chosen)
-        item.output, item.output_cut = read_text(attempt.test_output(number))
-        item.counts = test_counts(item.output)
-        item.failing = failing_tests(item.output)
+        item.output, item.output_cut = read_text(output)
         if chosen is not None and previous is not None and previous.solution_name:
             item.diff = diff_lines(previous.solution, item.solution)
-        agent = attempt.agent_files(number)
+        agent, said = layout.agent_files(number), layout.agent_output(number)
         if agent.is_dir():
-            files = sorted((p for p in agent.rglob("*") if p.is_file()), key=lambda p: (p.name != "output.txt", p))
+            files = sorted((p for p in agent.rglob("*") if p.is_file()), key=lambda p: (p != said, p))
             item.agent_files = [(str(p.relative_to(agent)), *read_text(p)) for p in files[:AGENT_FILES]]
+            item.agent_said = said in files
         rounds.append(item)
         previous = item
     return rounds
@@ -145,7 +148,7 @@ class Message:
     reasoning_cut: int = 0
     reasoning_tokens: str = ""
     tools: list[Tool] = field(default_factory=list)
-    call: dict[str, Any] | None = None
+    call: CallRow | None = None
     """The calls.csv row of the call that produced this assistant message."""
 
 
@@ -161,37 +164,21 @@ class Transcript:
     """Round -> the user message that opened it after a failed round (the error the model was shown)."""
 
 
-def verdict_of(call: ToolCall, line: TranscriptLine, row: dict[str, Any] | None) -> tuple[str, str]:
+def verdict_of(call: ToolCall, line: TranscriptLine, row: CallRow | None) -> tuple[str, str]:
     """(verdict, refused path) of one tool call as the loop judged it: recorded in the transcript, else (older
     transcripts) its call's worst verdict from calls.csv, exact for the usual one tool call per answer."""
-    verdict = str(line.verdict(call.id) or (row or {}).get("integrity") or "?")
+    verdict = str(line.verdict(call.id) or (row.integrity if row else "") or "?")
     return verdict, str((call.args() or {}).get("path", "")) if verdict == "path_escape" else ""
 
 
-def tool_calls_of(line: TranscriptLine) -> list[ToolCall]:
-    """The line's tool calls as the model wrote them (a call without a function keeps an empty name)."""
-    found = []
-    for item in line.tool_calls or []:
-        function = item.get("function") if isinstance(item.get("function"), dict) else {}
-        found.append(ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
-                              arguments=text_of(function.get("arguments"))))
-    return found
-
-
-def text_of(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def read_conversation(path: Path, calls: list[dict[str, Any]], limit: int = TRANSCRIPT_CHARS) -> Transcript:
-    """The transcript's messages (until `limit` characters are shown), each assistant message paired with its call
-    (the i-th answered call of the attempt), each tool call with its verdict and its reply."""
+def read_conversation(conversation: list[tuple[TranscriptLine, CallRow | None]],
+                      limit: int = TRANSCRIPT_CHARS) -> Transcript:
+    """The conversation's messages (until `limit` characters are shown), each answer with its call, each tool call
+    with its verdict and its reply."""
     out = Transcript()
-    answered = [c for c in calls if c.get("status") == "ok"]
-    shown_chars, assistant = 0, 0
+    shown_chars = 0
     pending: dict[str, Tool] = {}
-    for line in read_transcript(path):
+    for line, answered in conversation:
         out.total += 1
         thread, number, content = line.thread or "?", line.round, line.content or ""
         if thread not in out.threads:
@@ -201,13 +188,11 @@ def read_conversation(path: Path, calls: list[dict[str, Any]], limit: int = TRAN
             out.fed_back[number] = content
         message = Message(out.total, thread, number, line.role, *cut(content))
         if line.role == "assistant":
-            message.call = answered[assistant] if assistant < len(answered) else None
-            assistant += 1
+            message.call = answered
             message.reasoning, message.reasoning_cut = cut(line.reasoning or "")
             if message.reasoning:
-                known = (message.call or {}).get("reasoning_tokens")
-                message.reasoning_tokens = f"{int(known)}" if isinstance(known, int | float) and known == known \
-                    else f"≈{len(message.reasoning.split())}"
+                known = answered.reasoning_tokens if answered else None
+                message.reasoning_tokens = f"{known}" if known is not None else f"≈{len(message.reasoning.split())}"
             for call in tool_calls_of(line):
                 verdict, refused = verdict_of(call, line, message.call)
                 fields = call.args()

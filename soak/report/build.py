@@ -87,16 +87,19 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     """The first mangled calls, each with the raw tool call from its task's transcript when one was kept (a call
     judged `missing` made none to show)."""
     examples = records(agg.mangled_examples(run.calls))
-    answered = run.calls[run.calls["status"] == "ok"].sort_values(["call_index", "retry"], kind="stable")
     seen: dict[tuple[str, int, int], int] = {}
     for example in examples:
         example["raw"] = ""
         if example["integrity"] == "missing":
             continue
         key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["session"] or 0))
-        mine = answered[(answered["task_id"] == key[0]) & (answered["cycle"] == key[1])
-                        & (answered["session"] == key[2])]
-        raw = mangled_tool_calls(run.layout.attempt(*key[:2]), list(mine["integrity"]))
+        try:
+            attempt = run.attempt(*key[:2], strict=False)
+        except KeyError:  # calls of an attempt with no row (cut short by a crash), or of a superseded one
+            continue
+        if attempt.row.session != key[2]:
+            continue
+        raw = mangled_tool_calls(attempt.conversation)
         example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""
         seen[key] = seen.get(key, 0) + 1
     return examples
@@ -231,7 +234,7 @@ def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list
         })
         if run is not None:
             table = problem_table(run.tasks)
-            matrix[s.name] = {task_id: (int(r.passes), int(r.model_attempts)) for task_id, r in table.iterrows()}
+            matrix[s.name] = {str(task_id): (int(r.passes), int(r.model_attempts)) for task_id, r in table.iterrows()}
     names = list(matrix)
     problems = sorted({task_id for cells in matrix.values() for task_id in cells})
     return {"rows": rows, "choice": recommendation.choice, "why": recommendation.why, "names": names,

@@ -172,7 +172,7 @@ def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], clock: Clock, title: str
 def plot_events(ax: Any, events: pd.DataFrame, clock: Clock) -> None:
     seen = set()
     for row in events[events["kind"].isin(list(EVENT_STYLES))].itertuples():
-        colour, style = EVENT_STYLES[row.kind]
+        colour, style = EVENT_STYLES[str(row.kind)]
         label = None if row.kind in seen else row.kind
         seen.add(row.kind)
         ax.axvline(clock.x(row.at), color=colour, linestyle=style, linewidth=1, alpha=0.8, label=label)

@@ -19,9 +19,7 @@ def number(value: Any) -> float | None:
 def watchdogs(run: RunRecord) -> tuple[float | None, str, float | None]:
     """The night's stale budget (its config) and its agent's own stale-stream watchdog with the agent's name, as the
     night recorded them in run.json (host, from the agent's adapter); None where not recorded."""
-    budgets = run.config.get("budgets")
-    host = run.meta.get("host")
-    host = host if isinstance(host, dict) else {}
+    budgets, host = run.config.get("budgets"), run.host
     return (number(budgets.get("stale_seconds")) if isinstance(budgets, dict) else None,
             str(host.get("agent_name") or ""), number(host.get("agent_stale_seconds")))
 

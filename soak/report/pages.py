@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import pandas as pd
 
 from soak.record.layout import TRANSCRIPT
 from soak.record.read import RunRecord
+from soak.record.schema import CallRow, TaskRow
 from soak.report import charts, revision
 from soak.report.attempt import Transcript, read_conversation, read_rounds
 
@@ -67,17 +67,17 @@ class Site:
         return f"raw/{self.runs[run]}/{slug(task_id)}/{cycle}/{TRANSCRIPT}"
 
 
-def ended_by(row: dict[str, Any], budgets: dict[str, Any], calls: int) -> str:
+def ended_by(row: TaskRow, budgets: dict[str, Any], calls: int) -> str:
     """The budget (or event) that ended the attempt, in a line."""
-    outcome, rounds = row["outcome"], int(row["rounds"] or 0)
+    outcome, rounds = row.outcome, row.rounds
     if outcome == "pass":
         return f"passed in round {rounds}"
     if outcome == "timeout":
-        return f"wall budget: {row['duration_s']:.0f} s spent of task_seconds = {budgets.get('task_seconds', '?')}"
+        return f"wall budget: {row.duration_s:.0f} s spent of task_seconds = {budgets.get('task_seconds', '?')}"
     if outcome == "call_cap":
         return f"call cap: {calls} calls of max_calls = {budgets.get('max_calls', '?')}"
     if outcome == "token_cap":
-        return (f"token cap: {int(row['completion_tokens'])} completion tokens of max_completion_tokens = "
+        return (f"token cap: {row.completion_tokens} completion tokens of max_completion_tokens = "
                 f"{budgets.get('max_completion_tokens', '?')}")
     if outcome == "fail":
         return f"rounds: {rounds} of max_rounds = {budgets.get('max_rounds', '?')}, the last one failed its tests"
@@ -85,72 +85,61 @@ def ended_by(row: dict[str, Any], budgets: dict[str, Any], calls: int) -> str:
         return "tampering: the attempt ends at once with its evidence (no revision)"
     if outcome == "no_artifact":
         return f"no solution: the entry file was not written (round {rounds})"
-    return f"{outcome}: {row.get('error_kind') or 'see the error tail'}"
+    return f"{outcome}: {row.error_kind or 'see the error tail'}"
 
 
-def timeline(calls: list[dict[str, Any]], start: float) -> dict[str, Any]:
+def timeline(calls: list[CallRow], start: float) -> dict[str, Any]:
     """Bars of an attempt's calls on one time axis: waiting for the first token, then the rest of the call."""
     if not calls:
         return {"bars": [], "height": 0, "span": 0.0}
-    end = max(c["started_at"] + (c["duration_s"] or 0) for c in calls)
-    span = max(end - min(start, min(c["started_at"] for c in calls)), 1e-6)
+    end = max(c.started_at + c.duration_s for c in calls)
+    origin = min(start, min(c.started_at for c in calls))
+    span = max(end - origin, 1e-6)
     scale = TIMELINE_WIDTH / span
-    origin = min(start, min(c["started_at"] for c in calls))
     bars = []
     for i, c in enumerate(calls):
-        x = (c["started_at"] - origin) * scale
-        total = max((c["duration_s"] or 0) * scale, 1.0)
-        ttft = c.get("ttft_s")
-        first = min(total, (ttft if isinstance(ttft, float) and ttft == ttft else 0.0) * scale)
-        kind = "ok" if c["status"] == "ok" else "stall" if c["status"] == "stalled" else "bad"
+        x = (c.started_at - origin) * scale
+        total = max(c.duration_s * scale, 1.0)
+        first = min(total, (c.ttft_s or 0.0) * scale)
+        kind = "ok" if c.status == "ok" else "stall" if c.status == "stalled" else "bad"
         bars.append({"y": i * 14 + 4, "x": round(x, 1), "first": round(first, 1), "rest": round(total - first, 1),
-                     "kind": kind, "role": c["role"]})
+                     "kind": kind, "role": c.role})
     return {"bars": bars, "height": len(calls) * 14 + 8, "span": span}
 
 
-def attempt_context(run: RunRecord, index: int, row: dict[str, Any], calls: list[dict[str, Any]], site: Site,
+def attempt_context(run: RunRecord, index: int, task_id: str, cycle: int, site: Site,
                     out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(what the attempt page shows, the attempt's summary for problem pages and the revision section)."""
-    task_id, cycle = str(row["task_id"]), int(row["cycle"])
-    work = run.layout.attempt(task_id, cycle)
-    rounds = read_rounds(work)
-    agent = bool(row.get("agent"))
-    transcript = Transcript() if agent else read_conversation(work.transcript, calls)
+    attempt = run.attempt(task_id, cycle, strict=False)
+    row, calls, work = attempt.row, attempt.calls, attempt.layout
+    rounds = read_rounds(attempt)
+    agent = bool(row.agent)
+    transcript = Transcript() if agent else read_conversation(attempt.conversation)
     for item in rounds:
         item.fed_back = transcript.fed_back.get(item.number + 1, "")
-    model = row.get("coder_model") or row.get("agent") or row.get("orchestrator_model") or "?"
+    model = row.coder_model or row.agent or row.orchestrator_model or "?"
     href = site.attempt(index, task_id, cycle)
     raw = ""
     if transcript.truncated and out is not None and site.pages:
         raw = site.raw(index, task_id, cycle)
         (out / raw).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(work.transcript, out / raw)
-    n_calls = int(row["orchestrator_calls"] + row["coder_calls"] + row["agent_calls"])
+    n_calls = row.orchestrator_calls + row.coder_calls + row.agent_calls
     summary = {
-        "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "session": int(row["session"]),
-        "outcome": row["outcome"], "rounds": int(row["rounds"]), "calls": n_calls, "duration_s": row["duration_s"],
-        "model": str(model), "href": href, "error_kind": row["error_kind"], "ended_at": row["ended_at"],
+        "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "session": row.session,
+        "outcome": row.outcome, "rounds": row.rounds, "calls": n_calls, "duration_s": row.duration_s,
+        "model": str(model), "href": href, "error_kind": row.error_kind, "ended_at": row.ended_at,
         "per_round": [{"number": r.number, "counts": r.counts, "failing": r.failing} for r in rounds],
-        "tests": f"{int(row['tests_passed'])}/{int(row['tests_total'])}",
-        "revision": revision.category(rounds), "loop": revision.loop_reason(rounds, transcript.writes),
+        "tests": f"{row.tests_passed}/{row.tests_total}",
+        "revision": revision.category(attempt.rounds), "loop": revision.loop_reason(attempt.rounds, transcript.writes),
     }
     budgets = run.config.get("budgets") if isinstance(run.config.get("budgets"), dict) else {}
     page = {
         "row": row, "summary": summary, "rounds": rounds, "transcript": transcript, "calls": calls, "agent": agent,
-        "timeline": timeline(calls, row["started_at"]), "ended_by": ended_by(row, budgets, n_calls),
+        "timeline": timeline(calls, row.started_at), "ended_by": ended_by(row, budgets, n_calls),
         "budgets": budgets, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(work.path),
     }
     return page, summary
-
-
-def calls_by_attempt(calls: pd.DataFrame) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
-    if calls.empty:
-        return {}
-    found: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
-    # One to_dict for the whole table: a DataFrame per attempt costs milliseconds each, minutes over 10k attempts.
-    for call in calls.sort_values(["call_index", "retry"], kind="stable").to_dict("records"):
-        found.setdefault((str(call["task_id"]), int(call["cycle"]), int(call["session"])), []).append(call)
-    return found
 
 
 def write_page(path: Path, html: str) -> None:
@@ -165,11 +154,9 @@ def attempts(runs: list[RunRecord], site: Site, env: jinja2.Environment, out: Pa
     template = env.get_template("attempt.html.j2") if out is not None and site.pages else None
     found: list[list[dict[str, Any]]] = []
     for index, run in enumerate(runs):
-        by_attempt = calls_by_attempt(run.calls)
         summaries = []
-        for row in run.tasks.to_dict("records"):
-            key = (str(row["task_id"]), int(row["cycle"]), int(row["session"]))
-            page, summary = attempt_context(run, index, row, by_attempt.get(key, []), site, out)
+        for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True):
+            page, summary = attempt_context(run, index, str(task_id), int(cycle), site, out)
             summaries.append(summary)
             if template is not None and out is not None and summary["href"]:
                 html = template.render(root="../../../", run_id=run.run_id, generated_at=generated_at, **page)

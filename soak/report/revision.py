@@ -1,11 +1,12 @@
-"""Did revision help? Round 1 against round 2 of every attempt whose first round failed (from the round files), and
-attempts that go round without progress."""
+"""Did revision help? Round 1 against round 2 of every attempt whose first round failed (from its judged rounds:
+rounds.csv, or those derived from an older folder), and attempts that go round without progress."""
 
 from typing import Any
 
 import pandas as pd
 
-from soak.report.attempt import Round, similar_runs
+from soak.record.schema import RoundRow
+from soak.report.attempt import similar_runs
 
 CATEGORIES = ["fixed", "better", "unchanged", "worse", "no_round_2"]
 """What round 2 did to an attempt whose round 1 failed: all tests pass; more pass; as many; fewer; never judged (a
@@ -16,31 +17,26 @@ LOOP_WRITES = 3
 """This many accepted writes in a row, each near-identical to the one before: a coder going round."""
 
 
-def passing(item: Round) -> int:
-    """Tests passing in a round: pytest's count, 0 when it printed none (a crash, a kill, a collection error)."""
-    return item.counts[0] if item.counts else 0
-
-
-def category(rounds: list[Round]) -> str:
+def category(rounds: list[RoundRow]) -> str:
     """'' when round 1 passed or was never judged; else one of CATEGORIES."""
-    first = next((r for r in rounds if r.number == 1), None)
+    first = next((r for r in rounds if r.round == 1), None)
     if first is None or first.passed:
         return ""
-    second = next((r for r in rounds if r.number == 2), None)
+    second = next((r for r in rounds if r.round == 2), None)
     if second is None:
         return "no_round_2"
     if second.passed:
         return "fixed"
-    before, after = passing(first), passing(second)
+    before, after = first.tests_passed, second.tests_passed
     return "better" if after > before else "worse" if after < before else "unchanged"
 
 
-def loop_reason(rounds: list[Round], writes: list[str]) -> str:
+def loop_reason(rounds: list[RoundRow], writes: list[str]) -> str:
     """Why the attempt counts as looping without progress, '' when it does not."""
     reasons = []
     streak, longest, failing = 1, 1, rounds[0].failing if rounds else []
     for before, after in zip(rounds, rounds[1:], strict=False):
-        same = bool(after.failing) and after.failing == before.failing and passing(after) <= passing(before)
+        same = bool(after.failing) and after.failing == before.failing and after.tests_passed <= before.tests_passed
         streak = streak + 1 if same else 1
         if streak > longest:
             longest, failing = streak, after.failing

@@ -2,11 +2,9 @@
 
 import json
 
-from soak.llm.integrity import ABSORBED_ARGS, ToolCall
-from soak.record.layout import AttemptLayout
-from soak.record.schema import MANGLED
-from soak.record.transcript import TranscriptLine, read_transcript
-from soak.report.attempt import tool_calls_of
+from soak.llm.integrity import ABSORBED_ARGS, ToolCall, tool_calls_of
+from soak.record.schema import MANGLED, CallRow
+from soak.record.transcript import TranscriptLine
 
 EXCERPT_CHARS = 1200
 
@@ -25,19 +23,15 @@ def is_mangled(call: ToolCall, line: TranscriptLine, integrity: str | None) -> b
     return integrity in MANGLED or looks_mangled(call)
 
 
-def mangled_tool_calls(attempt: AttemptLayout, integrity: list[str]) -> list[str]:
-    """Excerpts of the mangled tool calls in the attempt's transcript, in order, each as the model wrote it.
-
-    `integrity`: the verdicts of the attempt's answered calls in order (calls.csv), the i-th for the i-th
-    assistant message, the fallback of a transcript written before verdicts were kept."""
+def mangled_tool_calls(conversation: list[tuple[TranscriptLine, CallRow | None]]) -> list[str]:
+    """Excerpts of the mangled tool calls of an attempt's conversation (AttemptRecord.conversation), in order, each as
+    the model wrote it; an answer's call (its integrity) is the fallback of a transcript that kept no verdicts."""
     found: list[str] = []
-    answers = iter(integrity)
-    for line in read_transcript(attempt.transcript):
+    for line, answered in conversation:
         if line.role != "assistant":
             continue
-        verdict = next(answers, None)
         for call in tool_calls_of(line):
-            if is_mangled(call, line, verdict):
+            if is_mangled(call, line, answered.integrity if answered else None):
                 function = {"name": call.name, "arguments": call.arguments}
                 found.append(json.dumps(function, ensure_ascii=False)[:EXCERPT_CHARS])
     return found

@@ -1,7 +1,8 @@
 import json
 
 from soak.record.layout import RunLayout
-from soak.record.transcript import TranscriptLine
+from soak.record.schema import CallRow
+from soak.record.transcript import TranscriptLine, answering_calls, read_transcript
 from soak.report.transcripts import mangled_tool_calls
 
 
@@ -25,6 +26,15 @@ def names(found: list[str]) -> list[str]:
     return [json.loads(excerpt)["name"] for excerpt in found]
 
 
+def excerpts(attempt, calls: list[tuple[str, str]]) -> list[str]:
+    """The mangled calls of the attempt's transcript, paired with answered calls of these (tool names, integrity)."""
+    rows = [CallRow(run_id="r", task_id="lru-cache", cycle=0, call_index=n, role="coder", endpoint="e", model="m",
+                    stream=True, started_at=n, duration_s=1, tool_names=tools, integrity=integrity)
+            for n, (tools, integrity) in enumerate(calls)]
+    lines = list(read_transcript(attempt.transcript))
+    return mangled_tool_calls(list(zip(lines, answering_calls(lines, rows), strict=True)))
+
+
 def test_the_recorded_verdicts_decide_not_a_second_judging(tmp_path):
     escaped = call("a", "write_file", '{"path": "../../x.py", "content": ""}')
     unoffered = call("b", "run_tests", "{}")
@@ -35,7 +45,8 @@ def test_the_recorded_verdicts_decide_not_a_second_judging(tmp_path):
         {"role": "tool", "tool_call_id": "a", "content": "refused", "thread": "coder-1", "round": 1},
         said(odd_but_ok, verdicts={"c": "ok"}),
     ])
-    assert names(mangled_tool_calls(attempt, ["ok", "ok"])) == ["write_file", "run_tests"]
+    assert names(excerpts(attempt, [("write_file,run_tests", "ok"), ("write_file(", "ok")])) == ["write_file",
+                                                                                             "run_tests"]
     assert TranscriptLine.model_validate(said(escaped, verdicts={"a": "path_escape"})).verdict("a") == "path_escape"
 
 
@@ -46,6 +57,6 @@ def test_an_older_transcript_falls_back_to_its_calls_verdicts_then_to_how_the_ca
         said(call("3", 'write_file{"path": "s.py"}', "")),  # no call row left: it looks mangled
         said(call("4", "write_file", '{"path": "s.py", "content": ""}')),
     ])
-    found = mangled_tool_calls(attempt, ["ok", "unknown_tool"])
+    found = excerpts(attempt, [("write_file", "ok"), ("run_tests", "unknown_tool")])
     assert names(found) == ["run_tests", 'write_file{"path": "s.py"}']
-    assert mangled_tool_calls(RunLayout(tmp_path / "none").attempt("x", 0), []) == []
+    assert excerpts(RunLayout(tmp_path / "none").attempt("x", 0), []) == []
