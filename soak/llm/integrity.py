@@ -34,7 +34,9 @@ def tool_calls_of(line: TranscriptLine) -> list[ToolCall]:
     """A transcript line's tool calls as the model wrote them (a call without a function keeps an empty name)."""
     found = []
     for item in line.tool_calls or []:
-        function = item.get("function") if isinstance(item.get("function"), dict) else {}
+        function = item.get("function")
+        if not isinstance(function, dict):
+            function = {}
         arguments = function.get("arguments")
         found.append(ToolCall(id=str(item.get("id", "")), name=str(function.get("name") or ""),
                               arguments=arguments if isinstance(arguments, str) else

@@ -133,7 +133,9 @@ def attempt_context(run: RunRecord, index: int, task_id: str, cycle: int, site: 
         "tests": f"{row.tests_passed}/{row.tests_total}",
         "revision": revision.category(attempt.rounds), "loop": revision.loop_reason(attempt.rounds, transcript.writes),
     }
-    budgets = run.config.get("budgets") if isinstance(run.config.get("budgets"), dict) else {}
+    budgets = run.config.get("budgets")
+    if not isinstance(budgets, dict):
+        budgets = {}
     page = {
         "row": row, "summary": summary, "rounds": rounds, "transcript": transcript, "calls": calls, "agent": agent,
         "timeline": timeline(calls, row.started_at), "ended_by": ended_by(row, budgets, n_calls),
