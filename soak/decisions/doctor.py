@@ -159,9 +159,9 @@ def warmth_advice(settings: CacheSettings, sessions: int, tokens: int, attempts:
                 f"{MEASURE}")
     if not settings.prefix_caching:
         return f"every turn re-prefills its whole history: start vLLM with --enable-prefix-caching; {MEASURE}"
-    size = (f"a KV cache of {math.ceil(settings.kv_bytes * sessions * tokens / settings.kv_tokens / 2**30)} GiB"
-            if settings.kv_bytes else "a larger KV cache")
-    return (f"evicted sessions re-prefill their whole history on their next turn: give vLLM {size} "
+    cache = (f"a KV cache of {math.ceil(settings.kv_bytes * sessions * tokens / settings.kv_tokens / 2**30)} GiB"
+             if settings.kv_bytes else "a larger KV cache")
+    return (f"evicted sessions re-prefill their whole history on their next turn: give vLLM {cache} "
             f"(--kv-cache-memory-bytes; VLLM_CPU_KVCACHE_SPACE in GiB on CPU, --gpu-memory-utilization on a GPU), "
             f"or {fewer}; {MEASURE}")
 

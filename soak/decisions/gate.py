@@ -238,7 +238,8 @@ def with_overrides(gates: Gates, name: str, tokens: int | None, threshold: float
         if tokens is not None or threshold is not None:
             raise BadInput("--tokens and --threshold set one gate's prompt size and threshold: name the gate")
         return gates
-    gate, overrides = GATES[name], {}
+    gate = GATES[name]
+    overrides: dict[str, float] = {}
     if tokens is not None:
         if gate.size is None:
             raise BadInput(f"{name} replays the transcript's own prompts: drop --tokens")

@@ -76,7 +76,8 @@ def revision_counts(tasks: pd.DataFrame) -> pd.DataFrame:
 def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict[str, tuple[Route, str]]:
     """Apply the rules; each route comes with the sentence that explains it."""
     routes: dict[str, tuple[Route, str]] = {}
-    for task_id, row in table.iterrows():
+    for index, row in table.iterrows():
+        task_id = str(index)
         if row.model_attempts < rules.min_attempts:
             continue
         facts = f"{int(row.passes)}/{int(row.model_attempts)} passed, median {row.median_calls:g} calls"

@@ -102,6 +102,8 @@ def summarize(level: Level, gates: Gates) -> SessionLevel:
     later = [t for t in turns if t.turn > 1]
     ttfts = [t.ttft_s for t in later]
     p50, p95 = (float(np.percentile(ttfts, q)) for q in (50, 95))
+    shared: float | None
+    full_price: int | None
     if level.by_usage:
         history = sum(t.history_tokens for t in later)
         rate = sum(t.cross_turn_hits or 0 for t in later) / history if history else None

@@ -202,7 +202,7 @@ def recommend(found: list[Standing]) -> Recommendation:
             (low, high), (b_low, b_high) = s.pass_interval, best_pass.pass_interval
             reasons[s.name] = (f"pass rate {s.pass_rate:.0%} [{low:.0%}-{high:.0%}] is below {best_pass.name}'s "
                                f"{best_pass.pass_rate:.0%} [{b_low:.0%}-{b_high:.0%}] beyond noise")
-        elif lost_on.get(s.name) == "tool calls":
+        elif lost_on.get(s.name) == "tool calls" and best_tools:
             reasons[s.name] = (f"{times(s.decode_tps, choice.decode_tps)} the decode speed of {choice.name} but "
                                f"{s.mangled_share:.0%} of its tool calls mangled ({s.mangled_text()}), against "
                                f"{best_tools.mangled_share:.0%} in {best_tools.name}")
