@@ -10,6 +10,7 @@ object was defined): a solution that patches how it is judged changes one of the
 
 import builtins
 import hashlib
+import itertools
 import math
 import operator
 import os
@@ -30,11 +31,30 @@ FROZEN_ATTRS = ((sys, "exit"), (sys, "settrace"), (sys, "setprofile"))
 VOLATILE = {"_pytest.assertion.util": {"_reprcompare", "_assertion_pass", "_config"}}
 """Module globals pytest itself sets while tests run."""
 Snapshot = dict[tuple[str, ...], object]
+WRAPPERS = (classmethod, staticmethod, property, types.FunctionType)
+"""What `function_parts` looks inside."""
 
 
-def judging_kind(value: object) -> bool:
-    """Whether a module or class attribute is behaviour (frozen) rather than data (free to change)."""
-    return callable(value) or isinstance(value, types.ModuleType | property | classmethod | staticmethod)
+class Frozen:
+    """One freeze: every key and value in the order the walk met them, the Snapshot being dict(zip(keys, values)).
+    Flat lists because a freeze runs at every step of a session: two freezes with the same keys and the same objects
+    (`unchanged`) make the same Snapshot, so the keyed comparison (`differences`) runs only when something changed."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, ...]] = []
+        self.values: list[object] = []
+
+    def add(self, key: tuple[str, ...], value: object) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+    def snapshot(self) -> Snapshot:
+        return dict(zip(self.keys, self.values, strict=True))
+
+
+BEHAVIOUR = types.ModuleType | property | classmethod | staticmethod
+"""Besides callables, what a module or class attribute is when it is behaviour (frozen) rather than data (free to
+change)."""
 
 
 def function_parts(key: tuple[str, ...], value: object) -> Iterator[tuple[tuple[str, ...], object]]:
@@ -53,23 +73,41 @@ def function_parts(key: tuple[str, ...], value: object) -> Iterator[tuple[tuple[
         yield key + ("__kwdefaults__",), value.__kwdefaults__
 
 
+def add_parts(frozen: Frozen, key: tuple[str, ...], value: object) -> None:
+    """A value's `function_parts`; a plain function's inline (most values are one)."""
+    if type(value) is types.FunctionType:
+        frozen.keys += (key + ("__code__",), key + ("__defaults__",), key + ("__kwdefaults__",))
+        frozen.values += (value.__code__, value.__defaults__, value.__kwdefaults__)
+    elif isinstance(value, WRAPPERS):
+        for part_key, part in function_parts(key, value):
+            frozen.add(part_key, part)
+
+
 def freeze_namespace(
-    snap: Snapshot, prefix: tuple[str, ...], namespace: dict, owner: str, classes: set[int], only_own: bool = False
+    frozen: Frozen, prefix: tuple[str, ...], namespace: dict, owner: str, classes: set[int] | None,
+    only_own: bool = False,
 ) -> None:
+    """The behaviour in a namespace with its parts, and the members of the classes `owner` defines there, each class
+    once (`classes`: the ids walked; None: a class's own namespace, whose classes are not walked). The loop of every
+    freeze, so what a function call per entry would do is written inline."""
+    keys, values = frozen.keys, frozen.values
+    volatile = VOLATILE.get(owner, ())
     for name, value in list(namespace.items()):
-        if name in VOLATILE.get(owner, ()) or not judging_kind(value):
+        if name in volatile or not (callable(value) or isinstance(value, BEHAVIOUR)):
             continue
         if only_own and getattr(value, "__module__", None) != owner:
             continue
         key = prefix + (name,)
-        snap[key] = value
-        snap.update(function_parts(key, value))
-        if isinstance(value, type) and value.__module__ == owner and id(value) not in classes:
+        keys.append(key)
+        values.append(value)
+        if type(value) is types.FunctionType:
+            keys += (key + ("__code__",), key + ("__defaults__",), key + ("__kwdefaults__",))
+            values += (value.__code__, value.__defaults__, value.__kwdefaults__)
+        elif isinstance(value, WRAPPERS):
+            add_parts(frozen, key, value)
+        if classes is not None and isinstance(value, type) and value.__module__ == owner and id(value) not in classes:
             classes.add(id(value))
-            for attr, member in list(vars(value).items()):
-                if judging_kind(member):
-                    snap[key + (attr,)] = member
-                    snap.update(function_parts(key + (attr,), member))
+            freeze_namespace(frozen, key, vars(value), "", None)
 
 
 def judging_modules() -> list[types.ModuleType]:
@@ -79,37 +117,38 @@ def judging_modules() -> list[types.ModuleType]:
     return [*loaded, *FROZEN_MODULES]
 
 
-def freeze_modules(modules: list[types.ModuleType]) -> Snapshot:
-    snap: Snapshot = {}
+def freeze_modules(frozen: Frozen, modules: list[types.ModuleType]) -> Frozen:
     classes: set[int] = set()
     for module in modules:
-        snap[("sys.modules", module.__name__)] = sys.modules.get(module.__name__)
-        freeze_namespace(snap, (module.__name__,), vars(module), module.__name__, classes)
+        frozen.add(("sys.modules", module.__name__), sys.modules.get(module.__name__))
+        freeze_namespace(frozen, (module.__name__,), vars(module), module.__name__, classes)
     for owner, name in FROZEN_ATTRS:
-        snap[(owner.__name__, name)] = getattr(owner, name, None)
-    snap[("sys", "gettrace()")] = sys.gettrace()
-    snap[("sys", "getprofile()")] = sys.getprofile()
-    snap[("threading", "settrace")] = getattr(threading, "_trace_hook", None)
-    snap[("threading", "setprofile")] = getattr(threading, "_profile_hook", None)
-    snap[("sys", "meta_path")] = tuple(sys.meta_path)
-    return snap
+        frozen.add((owner.__name__, name), getattr(owner, name, None))
+    frozen.add(("sys", "gettrace()"), sys.gettrace())
+    frozen.add(("sys", "getprofile()"), sys.getprofile())
+    frozen.add(("threading", "settrace"), getattr(threading, "_trace_hook", None))
+    frozen.add(("threading", "setprofile"), getattr(threading, "_profile_hook", None))
+    frozen.add(("sys", "meta_path"), tuple(sys.meta_path))
+    return frozen
 
 
-
-def freeze_registry(pm: pytest.PytestPluginManager) -> Snapshot:
-    snap: Snapshot = {("pluginmanager", "plugins"): tuple(sorted((str(n), id(p)) for n, p in pm.list_name_plugin()))}
-    freeze_namespace(snap, ("pluginmanager",), equality.attributes(pm), "", set())
-    freeze_namespace(snap, ("pluginmanager", "hook"), equality.attributes(pm.hook), "", set())
+def freeze_registry(frozen: Frozen, pm: pytest.PytestPluginManager) -> Frozen:
+    frozen.add(("pluginmanager", "plugins"), tuple(sorted((str(n), id(p)) for n, p in pm.list_name_plugin())))
+    freeze_namespace(frozen, ("pluginmanager",), equality.attributes(pm), "", set())
+    freeze_namespace(frozen, ("pluginmanager", "hook"), equality.attributes(pm.hook), "", set())
     for name, caller in list(equality.attributes(pm.hook).items()):
-        freeze_namespace(snap, ("hook", name), equality.attributes(caller), "", set())
+        start = len(frozen.keys)
+        freeze_namespace(frozen, ("hook", name), equality.attributes(caller), "", set())
+        taken = set(frozen.keys[start:])
         for impl in caller.get_hookimpls():
             key = ("hook", name, f"{impl.plugin_name}")
-            while key in snap:  # Two implementations under one plugin name are two entries.
+            while key in taken:  # Two implementations under one plugin name are two entries.
                 key = key[:2] + (key[2] + "+",)
-            snap[key] = (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
-                         tuple(impl.argnames))
-            snap.update(function_parts(key, impl.function))
-    return snap
+            taken.add(key)
+            frozen.add(key, (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
+                             tuple(impl.argnames)))
+            add_parts(frozen, key, impl.function)
+    return frozen
 
 
 def origin(value: object) -> str:
@@ -148,6 +187,25 @@ def differences(before: Snapshot, after: Snapshot, limit: int = 12) -> list[str]
             found.append(f"added: {'.'.join(key)}{origin(after[key])}")
     return sorted(found)[:limit]
 
+
+
+def unchanged(before: Frozen, after: Frozen) -> bool:
+    """Whether two freezes make Snapshots without `differences`: the same keys in the same order and the same values,
+    compared by identity in one pass, and by `same` where that fails (the tuples a freeze builds afresh)."""
+    if before.keys != after.keys:
+        return False
+    olds, news = before.values, after.values
+    for at in itertools.compress(range(len(olds)), map(operator.is_not, olds, news)):
+        old, new = olds[at], news[at]
+        if not (type(old) is tuple is type(new) and len(old) == len(new) and all(map(operator.is_, old, new))
+                or same(old, new)):
+            return False
+    return True
+
+
+def changes(before: Frozen, after: Frozen) -> list[str]:
+    """The `differences` between two freezes, worked out only when there are any."""
+    return [] if unchanged(before, after) else differences(before.snapshot(), after.snapshot())
 
 # --- fingerprints of the test code -----------------------------------------------------------------------------------
 

@@ -14,9 +14,9 @@ import pytest
 
 from soak.sandbox.plugin.channel import Channel
 from soak.sandbox.plugin.freezing import (
-    Snapshot,
+    Frozen,
+    changes,
     code_print,
-    differences,
     freeze_modules,
     freeze_namespace,
     freeze_registry,
@@ -71,15 +71,15 @@ class ResultRecorder:
     def __init__(self, config: pytest.Config, channel: Channel) -> None:
         self.config = config
         self.channel = channel
-        self.base: Snapshot = {}
-        self.tests: Snapshot = {}
+        self.base: Frozen | None = None
+        self.tests = Frozen()
         self.modules: list[types.ModuleType] = []
-        self.registry: Snapshot = {}
+        self.registry = Frozen()
         self.items: list[pytest.Item] = []
         self.reported: set[str] = set()
         self.collected = False
         # Bound now: a solution that rebinds the freezing functions does not redirect the recorder's own calls.
-        self._freeze_modules, self._freeze_registry, self._differences = freeze_modules, freeze_registry, differences
+        self._freeze_modules, self._freeze_registry, self._changes = freeze_modules, freeze_registry, changes
 
     def tampered(self, evidence: list[str]) -> None:
         fresh = [line for line in evidence if line not in self.reported]
@@ -87,30 +87,28 @@ class ResultRecorder:
             self.reported.update(fresh)
             self.channel.send("tampered", evidence=fresh)
 
-    def snapshot(self) -> Snapshot:
-        snap = self._freeze_modules(self.modules)
-        snap.update(self._freeze_registry(self.config.pluginmanager))
-        return snap
+    def snapshot(self) -> Frozen:
+        return self._freeze_registry(self._freeze_modules(Frozen(), self.modules), self.config.pluginmanager)
 
-    def test_snapshot(self, items: list[pytest.Item]) -> Snapshot:
-        snap: Snapshot = {}
+    def test_snapshot(self, items: list[pytest.Item]) -> Frozen:
+        frozen = Frozen()
         classes: set[int] = set()
         for module in test_modules(items):
-            freeze_namespace(snap, ("test module", module.__name__), vars(module), module.__name__, classes, True)
+            freeze_namespace(frozen, ("test module", module.__name__), vars(module), module.__name__, classes, True)
         for item in items:
-            snap[("test", item.nodeid, "function")] = item_function(item)
-            snap[("test", item.nodeid, "__code__")] = item_code(item)
-        return snap
+            frozen.add(("test", item.nodeid, "function"), item_function(item))
+            frozen.add(("test", item.nodeid, "__code__"), item_code(item))
+        return frozen
 
     def check(self, items: list[pytest.Item] | None = None, full: bool = True) -> None:
         """Compare with the frozen state; not `full` (after each test): the registry and the test modules only, the
         judging machinery is compared after the collection and at the end."""
-        if not self.base:
+        if self.base is None:
             return
-        now = self.snapshot() if full else self._freeze_registry(self.config.pluginmanager)
-        evidence = self._differences(self.base if full else self.registry, now)
-        if self.tests:
-            evidence += self._differences(self.tests, self.test_snapshot(items or []))
+        now = self.snapshot() if full else self._freeze_registry(Frozen(), self.config.pluginmanager)
+        evidence = self._changes(self.base if full else self.registry, now)
+        if self.tests.keys:
+            evidence += self._changes(self.tests, self.test_snapshot(items or []))
         for module in test_modules(items or []):
             evidence += module_problems(module)
         if evidence:
@@ -120,7 +118,7 @@ class ResultRecorder:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.modules = judging_modules()
         self.base = self.snapshot()
-        self.registry = self._freeze_registry(self.config.pluginmanager)
+        self.registry = self._freeze_registry(Frozen(), self.config.pluginmanager)
         self.channel.send("start", pid=os.getpid())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
