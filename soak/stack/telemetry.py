@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +96,7 @@ class ProcessTrees:
     def __init__(self) -> None:
         self.handles: dict[int, psutil.Process] = {}
 
-    def walk(self, pid: int, skip: set[int], seen: dict[int, psutil.Process]) -> None:
+    def walk(self, pid: int, skip: Set[int], seen: dict[int, psutil.Process]) -> None:
         handle = self.handles.get(pid)
         if handle is None or not handle.is_running():
             handle = psutil.Process(pid)
@@ -106,7 +106,7 @@ class ProcessTrees:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     self.walk(child.pid, skip, seen)
 
-    def usage(self, trees: dict[str, int], skip: set[int] = frozenset()) -> list[Reading]:
+    def usage(self, trees: dict[str, int], skip: Set[int] = frozenset()) -> list[Reading]:
         """(source, rss_bytes / cpu_percent) per named tree; subtrees rooted at `skip` pids are left out."""
         readings: list[Reading] = []
         seen: dict[int, psutil.Process] = {}
