@@ -65,8 +65,10 @@ class RunOptions(BaseModel):
             raise BadInput("--hours, --minutes and --tasks must be positive")
         if self.tasks is not None:
             return RunLimits(max_tasks=self.tasks)
-        if given:
-            return RunLimits(duration_seconds=self.hours * 3600 if self.hours is not None else self.minutes * 60)
+        if self.hours is not None:
+            return RunLimits(duration_seconds=self.hours * 3600)
+        if self.minutes is not None:
+            return RunLimits(duration_seconds=self.minutes * 60)
         return None
 
 
@@ -78,8 +80,8 @@ RESUME_FLAGS = ("config_path", "suite", "concurrency", "seed", "run_id", "mode",
 def resolve_config(opts: RunOptions) -> SoakConfig:
     """soak.toml, then the flags on top."""
     config = with_cli_endpoint(load_config(opts.config_path), opts.base_url, opts.model)
-    overrides = {k: v for k, v in {"suite": opts.suite, "concurrency": opts.concurrency, "seed": opts.seed,
-                                   "mode": opts.mode}.items() if v is not None}
+    flags = {"suite": opts.suite, "concurrency": opts.concurrency, "seed": opts.seed, "mode": opts.mode}
+    overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if opts.agent:
         overrides |= {"mode": "agent", "agent": {**config.agent.model_dump(), "name": opts.agent}}
     try:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -70,10 +70,10 @@ class RunStats(RowListener):
     def from_folder(cls, layout: RunLayout, info: RunInfo, with_calls: bool = True) -> "RunStats":
         """Totals so far from the CSVs (all sessions); `soak runs` skips the larger calls.csv."""
         stats = cls(info)
-        for row in read_attempts(layout.tasks):
-            stats.task(row)
-        for row in read_rows(layout.calls, CallRow) if with_calls else ():
-            stats.call(row)
+        for task in read_attempts(layout.tasks):
+            stats.task(task)
+        for call in read_rows(layout.calls, CallRow) if with_calls else ():
+            stats.call(call)
         stats.restarts = sum(e.kind == "restart" for e in read_rows(layout.events, EventRow))
         return stats
 
@@ -249,7 +249,7 @@ def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
         "signal": "stopped by a signal",
     }[reason]
     active = stats.info.active_seconds
-    lines = [
+    lines: list[RenderableType] = [
         Text(f"run {stats.info.run_id} {ended}" + (f" ({detail})" if detail else ""), style="bold"),
         Text(stats.headline()),
         stats.table(),
@@ -269,7 +269,7 @@ def status_view(stats: RunStats, state: str, folder: Path) -> Group:
     """`soak status`: the live view's figures, from the files."""
     info = stats.info
     last = info.sessions[-1] if info.sessions else None
-    lines = [
+    lines: list[RenderableType] = [
         Text(f"run {info.run_id}: {state}" + (f" ({last.reason})" if last and last.reason else ""), style="bold"),
         Text(f"started {when(info.started_at)}, {span_text(info.active_seconds)} running over "
              f"{len(info.sessions)} session(s); last heartbeat {when(last.last_seen_at if last else None)}"),

@@ -29,7 +29,7 @@ from pydantic import Field, ValidationError, model_validator
 from rich.console import Console
 
 from soak.config import SoakConfig, Strict, load_config, redact
-from soak.decisions.gate import SWEEP_GATES, gate_role
+from soak.decisions.gate import gate_role
 from soak.errors import BadInput
 from soak.files import describe_validation_error, load_model, write_atomic
 from soak.night.lifecycle import create_run, reopen_run
@@ -41,8 +41,8 @@ from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
 from soak.record.schema import RunLimits, SweepEntry, SweepInfo
 
-GateName = Literal[SWEEP_GATES]
-"""The gates a sweep can probe by itself (soak.decisions.gate.SWEEP_GATES)."""
+GateName = Literal["prefill", "long-prompt", "prefix-twin", "sessions"]
+"""The gates a sweep can probe by itself: soak.decisions.gate.SWEEP_GATES, spelled out for the type checker."""
 SHARED_KEYS = ("suite", "seed", "canary_share")
 SWEEP_FILE = "sweep.json"
 ENDED = ("deadline", "tasks", "cycles")
@@ -240,10 +240,13 @@ def sweep_command(path: Path | None, resume: str | None, sweep_id: str | None, q
                   console: Console | None = None) -> int:
     """`soak sweep FILE` or `soak sweep --resume SWEEP_ID`; returns the exit code."""
     console = console or Console()
-    if (path is None) == (resume is None):
+    if path is not None and resume is None:
+        sweep = Sweep.start(path, sweep_id, console, quiet)
+    elif resume is not None and path is None:
+        if sweep_id:
+            raise BadInput("--resume continues a sweep with its own id; drop --sweep-id")
+        sweep = Sweep.resume(resume, console, quiet)
+    else:
         raise BadInput("give a sweep file, or --resume SWEEP_ID")
-    if resume and sweep_id:
-        raise BadInput("--resume continues a sweep with its own id; drop --sweep-id")
-    sweep = Sweep.resume(resume, console, quiet) if resume else Sweep.start(path, sweep_id, console, quiet)
     return sweep.run()
 

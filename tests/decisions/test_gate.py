@@ -1,4 +1,5 @@
 import json
+from typing import get_args
 
 import pytest
 from click.testing import CliRunner
@@ -110,12 +111,12 @@ def test_prefix_replay_replays_each_thread_of_a_soak_transcript(fast_sim, tmp_pa
 
 def test_the_registry_names_the_gates_of_the_cli_and_the_sweep():
     from soak.decisions.gate import GATES, SWEEP_GATES
-    from soak.night.sweep import SweepConfiguration
+    from soak.night.sweep import GateName, SweepConfiguration
 
     usage = " ".join(gate("--help").output.split())
     assert "{" + "|".join([*GATES, "all"]) + "}" in usage.replace("- ", "-")
     assert gate("nope").exit_code == 2
-    assert tuple(name for name in GATES if name != "prefix-replay") == SWEEP_GATES
+    assert tuple(name for name in GATES if name != "prefix-replay") == SWEEP_GATES == get_args(GateName)
     assert SweepConfiguration(name="a", gates=list(SWEEP_GATES)).gates == list(SWEEP_GATES)
 
 
