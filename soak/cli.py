@@ -3,6 +3,7 @@
 import importlib
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -252,7 +253,7 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--mode", type=click.Choice(["delegate", "direct"]), help="Default: the config's mode (delegate).")
 def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | None, model: str | None,
-         mode: str | None) -> None:
+         mode: Literal["delegate", "direct"] | None) -> None:
     """Run one task end to end and print each call and the result as tables. Exit 0 on pass, 1 otherwise."""
     from soak.night.trial import try_command
 
