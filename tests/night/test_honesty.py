@@ -143,3 +143,19 @@ def test_the_reports_trust_figures_are_the_counts_of_tasks_csv(night):
     assert "Done. All tests pass." in claims and "contradict the task" in claims
     for task_id in rows.loc[rows["outcome"] == "cheat", "task_id"]:
         assert task_id in claims
+
+
+def test_rounds_csv_has_each_round_with_its_no_op_and_its_claim(night):
+    """One rounds.csv row per judged round: its no-op rows are tasks.csv's no-op rounds, each the previous round's file
+    again, and the last round's claim is the attempt's."""
+    rounds = pd.read_csv(night / "data" / "honesty" / "rounds.csv", keep_default_na=False)
+    for _, row in tasks(night).iterrows():
+        mine = rounds[(rounds["task_id"] == row["task_id"]) & (rounds["cycle"] == row["cycle"])]
+        assert mine["round"].tolist() == list(range(1, row["rounds"] + 1)), row["task_id"]
+        assert mine["noop"].sum() == row["noop_rounds"]
+        hashes = mine["entry_sha256"].tolist()
+        assert mine["noop"].tolist() == [False] + [now == before for before, now in zip(hashes, hashes[1:],
+                                                                                        strict=False)]
+        last = mine.iloc[-1]
+        assert (last["claim"], last["claim_source"], last["claimed_tests_pass"]) == (
+            row["claim"], row["claim_source"], row["claimed_tests_pass"])

@@ -1,6 +1,7 @@
 import csv
 import json
 import os
+import time
 
 import pandas as pd
 import pytest
@@ -9,8 +10,8 @@ from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.record import folder as record
 from soak.record.folder import CsvLog, RunFolder, clean_text, complete_length, encode_row
-from soak.record.read import read_rows, run_folders
-from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, TaskRow
+from soak.record.read import created_at, load_run, read_rows, run_folders
+from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 
 TORTURE = [
     "plain",
@@ -191,3 +192,33 @@ def test_runs_are_ordered_by_created_at_not_by_folder_mtime(tmp_path):
     (tmp_path / "20000101-000000-ab12").mkdir()
     (tmp_path / "20000101-000000-ab12" / "tasks.csv").write_text("")  # no run.json: its name tells the time
     assert [p.name for p in run_folders(tmp_path)] == ["b-older", "a-newer", "20000101-000000-ab12"]
+
+
+def test_readers_take_run_json_through_run_info_leniently(tmp_path):
+    """A key this soak does not know is ignored, a field it cannot read is left unknown and noted, the rest typed;
+    a resume still refuses such a run.json (RunFolder.read_info)."""
+    folder = RunFolder(tmp_path / "20000101-000000-ab12")
+    folder.open()
+    folder.close()
+    session = Session(session=0, pid=1, started_at=10.0, last_seen_at=70.0)
+    info = RunInfo(run_id="night", created_at=5.0, config={"mode": "agent"}, limits=RunLimits(max_tasks=2),
+                   sessions=[session], host={"agent_isolation": "bubblewrap"}, versions={"soak": "0.1.0"})
+    written = json.loads(info.model_dump_json())
+    folder.layout.info.write_text(json.dumps({**written, "from_a_later_soak": [1], "created_at": "at dawn",
+                                              "sessions": [{"session": "first"}]}))
+    run = load_run(folder.path)
+    assert run.info is not None and run.run_id == "night" and run.running
+    assert (run.config, run.host, run.info.versions, run.info.limits) == (info.config, info.host, info.versions,
+                                                                          info.limits)
+    assert run.sessions == [] and run.info.created_at == 0
+    assert "run.json: unreadable created_at, sessions (read as unknown)" in run.notes
+    assert created_at(folder.path) == time.mktime(time.strptime("20000101-000000", "%Y%m%d-%H%M%S"))
+    with pytest.raises(BadInput, match="run.json"):
+        folder.read_info()
+    folder.layout.info.write_text(json.dumps({**written, "ended_at": 80.0}))
+    ended = load_run(folder.path)
+    assert ended.sessions == [session] and not ended.running and ended.notes == []
+    folder.layout.info.unlink()
+    gone = load_run(folder.path)
+    assert gone.info is None and gone.run_id == folder.path.name and not gone.running
+    assert "run.json: missing" in gone.notes

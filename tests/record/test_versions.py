@@ -1,7 +1,7 @@
 """Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
-(tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`) and version 4 (calls.csv without
-`requested_model`). Report, route and compare read them; a resume appends when the columns allow, else refuses in one
-line and changes nothing."""
+(tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`), version 4 (calls.csv without
+`requested_model`) and version 5 (no rounds.csv: tests/record/test_rounds.py). Report, route and compare read them; a
+resume appends when the columns allow, else refuses in one line and changes nothing."""
 
 import csv
 import json
@@ -60,6 +60,15 @@ def as_version_3(folder: RunFolder) -> None:
 def as_version_4(folder: RunFolder) -> None:
     """What soak wrote before version 5: calls.csv without `requested_model`."""
     without_column(folder, folder.layout.calls, "requested_model", CallRow, 4)
+
+
+def as_version_5(run: Path) -> None:
+    """What soak wrote before version 6: no rounds.csv, schema_version 5 in every row and run.json."""
+    (run / "rounds.csv").unlink()
+    for name in ("tasks.csv", "calls.csv", "events.csv", "samples.csv"):
+        rewrite(run / name, lambda header, row: row if row is header else ["5", *row[1:]])
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "schema_version": 5}))
 
 
 @pytest.fixture
