@@ -434,9 +434,9 @@ class Scanner:
         while isinstance(root, ast.Attribute):
             root = root.value
         if isinstance(root, ast.Name) and root.id in self.aliases:
-            yield line, f"{verb} {self.dotted(base_node)}.{field}"
+            yield line, f"{verb} {self.dotted(base_node)}.{field!s}"
         elif isinstance(root, ast.Name) and root.id == "__builtins__":
-            yield line, f"{verb} builtins.{field}"
+            yield line, f"{verb} builtins.{field!s}"
         elif isinstance(field, str) and field.startswith("__") and field.endswith("__") and field not in PLAIN_DUNDERS \
                 and not (
                 isinstance(base_node, ast.Name) and base_node.id in ("self", "cls")):
