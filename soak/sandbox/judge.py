@@ -446,7 +446,7 @@ class Scan:
                     return f"scan failed: it took over {SCAN_SECONDS} s"
         code = self.process.returncode
         if code < 0:
-            return f"scan failed: killed by {signal.Signals(-code).name}"
+            return f"scan failed: {signal.strsignal(-code) or f'signal {-code}'}"
         try:
             found = json.loads(out) if code == 0 else None
         except ValueError:

@@ -6,14 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from soak.sandbox import scan
+from soak.sandbox import judge, scan
 from soak.sandbox.jail import MiB, ResourceLimits
-from soak.sandbox.judge import HEAD_BYTES, TooLarge, entry_source
+from soak.sandbox.judge import HEAD_BYTES, Scan, TooLarge, entry_source
 from soak.tasks.suites import find_task
 from tests.agent.test_attacks import ENTRY
 from tests.helpers import REPO, script_night_args
@@ -77,6 +78,21 @@ def test_a_long_word_in_a_string_scans_in_linear_time():
     assert scan.suspicious('DATA = "' + "a" * (4 * MiB) + '"\n') == []
     [reason] = scan.suspicious('NAME = "' + "a" * MiB + '_test.py"\n')
     assert reason.startswith("names the test harness or files ('aaaa") and reason.endswith("… (line 1)")
+
+
+def test_a_scan_that_does_not_answer_is_said_at_its_deadline_and_killed(monkeypatch):
+    """A scan that never answers (here one that sleeps) costs the judge its deadline at most, or nothing once the
+    attempt's budget has ended; either way it is said and its process is gone."""
+    monkeypatch.setattr(judge, "SCAN_COMMAND", [sys.executable, "-c", "import time; time.sleep(3600)"])
+    monkeypatch.setattr(judge, "SCAN_SECONDS", 1)
+    with Scan("x = 1\n") as scanning:
+        assert scanning.reasons() == "scan failed: it took over 1 s"
+    assert scanning.process is not None and scanning.process.returncode is not None
+    stop = threading.Event()
+    stop.set()
+    with Scan("x = 1\n") as scanning:
+        assert scanning.reasons(stop) == "scan failed: the attempt's budget ended first"
+    assert scanning.process is not None and scanning.process.returncode is not None
 
 
 def test_soak_check_judges_a_large_file_at_the_harness_memory_of_a_small_one(tmp_path):

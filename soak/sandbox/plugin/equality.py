@@ -15,7 +15,8 @@ import operator
 import os
 import random
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import cast
 
 STRICT_ALIAS = "@soak_strict"
 """The name the rewritten test modules reach `checked` by ('@' keeps it out of reach of test code)."""
@@ -70,8 +71,8 @@ file says so, not the solution, and then that one object compares as the tests m
 def uses_mock_any(mod: ast.Module) -> bool:
     """Whether a test module uses unittest.mock's ANY (imported by name, or as `mock.ANY`)."""
     for node in ast.walk(mod):
-        mock_import = isinstance(node, ast.ImportFrom) and node.module in ("unittest.mock", "mock")
-        if mock_import and any(alias.name == "ANY" for alias in node.names):
+        if (isinstance(node, ast.ImportFrom) and node.module in ("unittest.mock", "mock")
+                and any(alias.name == "ANY" for alias in node.names)):
             return True
         if isinstance(node, ast.Attribute) and node.attr == "ANY":
             return True
@@ -151,7 +152,8 @@ def describe(value: object) -> str:
 def checked(value: object, deep: bool = True) -> object:
     """`value` unchanged, unless it (or a part of it) agrees with anything: then evidence, and the test fails."""
     kind = type(value)
-    if kind in PLAIN_TYPES or kind in EXACT_CONTAINERS and PLAIN_TYPES.issuperset(map(type, value)):
+    if kind in PLAIN_TYPES or kind in EXACT_CONTAINERS and PLAIN_TYPES.issuperset(
+            map(type, cast("Iterable[object]", value))):
         return value
     forged = forged_part(value, deep)
     if forged is not None:
@@ -172,7 +174,7 @@ def checked_in(value: object) -> object:
     kind = type(value)
     if kind in PLAIN_TYPES:
         return value
-    sequence = isinstance(value, list | tuple) and kind.__contains__ in (list.__contains__, tuple.__contains__)
+    sequence = isinstance(value, list | tuple) and type(value).__contains__ in (list.__contains__, tuple.__contains__)
     if not sequence and not builtin_contains(kind):
         try:
             claims = bool(PROBE_OBJECT in value)  # type: ignore[operator]
