@@ -17,11 +17,15 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from soak.sandbox.plugin import equality
+
+if TYPE_CHECKING:
+    from pluggy import HookCaller
 
 PLUGIN = __name__.rpartition(".")[0]
 """This plugin's package: its modules are frozen with pytest's."""
@@ -84,7 +88,7 @@ def add_parts(frozen: Frozen, key: tuple[str, ...], value: object) -> None:
 
 
 def freeze_namespace(
-    frozen: Frozen, prefix: tuple[str, ...], namespace: dict, owner: str, classes: set[int] | None,
+    frozen: Frozen, prefix: tuple[str, ...], namespace: Mapping[str, Any], owner: str, classes: set[int] | None,
     only_own: bool = False,
 ) -> None:
     """The behaviour in a namespace with its parts, and the members of the classes `owner` defines there, each class
@@ -140,7 +144,7 @@ def freeze_registry(frozen: Frozen, pm: pytest.PytestPluginManager) -> Frozen:
         start = len(frozen.keys)
         freeze_namespace(frozen, ("hook", name), equality.attributes(caller), "", set())
         taken = set(frozen.keys[start:])
-        for impl in caller.get_hookimpls():
+        for impl in cast("HookCaller", caller).get_hookimpls():
             key = ("hook", name, f"{impl.plugin_name}")
             while key in taken:  # Two implementations under one plugin name are two entries.
                 key = key[:2] + (key[2] + "+",)
