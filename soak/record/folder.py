@@ -202,7 +202,7 @@ class RunFolder:
         self.rounds = CsvLog(self.layout.rounds, RoundRow)
 
     @property
-    def logs(self) -> list[CsvLog]:
+    def logs(self) -> list[CsvLog[Any]]:
         return [self.tasks, self.calls, self.events, self.samples, self.rounds]
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 from pydantic import BaseModel, ValidationError
@@ -106,12 +106,12 @@ class RunRecord:
                                    dict[Key, list[dict[str, Any]]]]:
         """The counting rows by (task_id, cycle), the calls and the rounds by attempt: grouped once for the run (a
         DataFrame per attempt costs milliseconds each, minutes over 10k attempts)."""
-        rows = {(str(r["task_id"]), int(r["cycle"])): r for r in self.tasks.to_dict("records")}
+        rows = {(str(r["task_id"]), int(r["cycle"])): r for r in records(self.tasks)}
         calls: dict[Key, list[dict[str, Any]]] = {}
-        for call in self.calls.sort_values(["call_index", "retry"], kind="stable").to_dict("records"):
+        for call in records(self.calls.sort_values(["call_index", "retry"], kind="stable")):
             calls.setdefault((str(call["task_id"]), int(call["cycle"]), int(call["session"])), []).append(call)
         rounds: dict[Key, list[dict[str, Any]]] = {}
-        for item in self.rounds.sort_values("round", kind="stable").to_dict("records"):
+        for item in records(self.rounds.sort_values("round", kind="stable")):
             rounds.setdefault((str(item["task_id"]), int(item["cycle"]), int(item["session"])), []).append(item)
         return rows, calls, rounds
 
@@ -175,7 +175,7 @@ def read_table(path: Path, model: type[Row], notes: list[str]) -> pd.DataFrame:
     frame = _parse(text, text_columns) if text.strip() else pd.DataFrame()
     frame = frame.rename(columns=str.strip)
     frame = frame.rename(columns={old: new for old, new in model.former_names.items() if new not in frame.columns})
-    out = {}
+    out: dict[str, pd.Series[Any]] = {}
     for name, (kind, default, _) in kinds.items():
         raw = frame[name] if name in frame.columns else pd.Series([None] * len(frame), dtype=object)
         raw = raw.reset_index(drop=True)
@@ -227,6 +227,11 @@ def read_attempts(path: Path) -> list[TaskRow]:
     return list(_models(latest_attempts(read_table(path, TaskRow, [])), TaskRow))
 
 
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as dicts by column: read_table's columns are field names."""
+    return cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
 def model_of(record: dict[str, Any], model: type[R], strict: bool = True) -> R:
     """One row of read_table as its model (an empty number is None where the field allows it); a value the model
     refuses raises ValidationError, or without `strict` is kept as read_table typed it."""
@@ -237,12 +242,13 @@ def model_of(record: dict[str, Any], model: type[R], strict: bool = True) -> R:
         if strict:
             raise
     kinds = _column_kinds(model)
-    return model.model_construct(**{k: int(v) if kinds[k][0] == "int" and isinstance(v, float) and v.is_integer()
-                                    else v for k, v in values.items() if k in kinds})
+    kept: dict[str, Any] = {k: int(v) if kinds[k][0] == "int" and isinstance(v, float) and v.is_integer() else v
+                            for k, v in values.items() if k in kinds}
+    return model.model_construct(**kept)
 
 
 def _models(frame: pd.DataFrame, model: type[R]) -> Iterator[R]:
-    for record in frame.to_dict("records"):
+    for record in records(frame):
         yield model_of(record, model)
 
 
