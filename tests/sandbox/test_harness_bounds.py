@@ -2,6 +2,7 @@
 whole, scanned or run), and the static scan runs in a process of its own, so a judged file however large or hostile
 leaves the harness's own peak memory where a normal one leaves it."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -12,6 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from soak.agent.loop import run_task
+from soak.config import Budgets
+from soak.llm.scripted import Say, ScriptedModel
 from soak.sandbox import judge, scan
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.judge import HEAD_BYTES, Scan, TooLarge, entry_source
@@ -93,6 +97,23 @@ def test_a_scan_that_does_not_answer_is_said_at_its_deadline_and_killed(monkeypa
     with Scan("x = 1\n") as scanning:
         assert scanning.reasons(stop) == "scan failed: the attempt's budget ended first"
     assert scanning.process is not None and scanning.process.returncode is not None
+
+
+def test_a_round_over_the_limit_fails_unrun_and_the_next_round_is_told_why(task, tmp_path):
+    """soak's own loop: round 1 writes 2 MiB (TooLarge, its head kept, no test run), the revision message carries the
+    reason, round 2 writes the reference and passes."""
+    def write(source: str) -> Say:
+        return Say(calls=[("write_file", {"path": task.entry, "content": source})])
+
+    coder = ScriptedModel([write(valid_python(2 * MiB)), Say(content="done"), write(task.reference),
+                           Say(content="done")])
+    row = asyncio.run(run_task(task, orchestrator=None, coder=coder, budgets=Budgets(max_rounds=2), mode="direct",
+                               workdir=tmp_path, run_id="r", cycle=1, on_call=lambda call: None))
+    assert (row.outcome, row.rounds) == ("pass", 2), row.error_tail
+    revision = coder.asked[2].messages[-1]["content"]
+    assert f"TooLarge: {task.entry} is {2 * MiB:,} bytes, over the limit of {LIMIT:,} bytes" in revision
+    assert (tmp_path / "round-1" / task.entry).stat().st_size == HEAD_BYTES
+    assert (tmp_path / "round-2" / task.entry).read_text() == task.reference
 
 
 def test_soak_check_judges_a_large_file_at_the_harness_memory_of_a_small_one(tmp_path):
