@@ -75,7 +75,8 @@ def tool_calls(line: TranscriptLine) -> list[ToolCall]:
     transcript kept it, and arguments that are no JSON object as the model wrote them, under extra."""
     found = []
     for call in tool_calls_of(line):
-        arguments, facts = call.args(), {}
+        arguments = call.args()
+        facts: dict[str, str] = {}
         if verdict := line.verdict(call.id):
             facts["integrity"] = verdict
         if arguments is None:

@@ -63,7 +63,7 @@ def table(attempts: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
     revised = counts["failed_round_1"] - counts["no_round_2"]
     counts["fix_rate"] = (counts["fixed"] / revised.where(revised > 0)).astype(float)
     counts = counts.reset_index().sort_values(["failed_round_1", by], ascending=[False, True])
-    return [{k: (None if isinstance(v, float) and v != v else v.item() if hasattr(v, "item") else v)
+    return [{str(k): (None if isinstance(v, float) and v != v else v.item() if hasattr(v, "item") else v)
              for k, v in row.items()} for row in counts.to_dict("records")]
 
 
