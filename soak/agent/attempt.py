@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from soak.agent.claims import Claim, commands_in
 from soak.config import Budgets
@@ -109,11 +109,25 @@ def final(verdict: Verdict) -> Ending | None:
 
 # --- the ledger -------------------------------------------------------------------------------------------------------
 
+class TotalsFields(TypedDict):
+    """The columns of an attempt's row that CallTotals sums."""
+
+    orchestrator_calls: int
+    coder_calls: int
+    agent_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cached_tokens: int
+    mangled_tool_calls: int
+    reasoning_exhausted: int
+
+
 @dataclass
 class CallTotals:
     """What an attempt's row sums over its calls, kept as totals so a long attempt holds no call rows."""
 
-    by_role: Counter = field(default_factory=Counter)
+    by_role: Counter[str] = field(default_factory=Counter)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
@@ -137,14 +151,14 @@ class CallTotals:
         self.infra_failures += row.status in INFRA_STATUSES
         self.last_error = row.error or self.last_error
 
-    def row_fields(self) -> dict[str, int]:
-        return {
-            "orchestrator_calls": self.by_role["orchestrator"], "coder_calls": self.by_role["coder"],
-            "agent_calls": self.by_role["agent"], "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens,
-            "cached_tokens": self.cached_tokens, "mangled_tool_calls": self.mangled_tool_calls,
-            "reasoning_exhausted": self.reasoning_exhausted,
-        }
+    def row_fields(self) -> TotalsFields:
+        return TotalsFields(
+            orchestrator_calls=self.by_role["orchestrator"], coder_calls=self.by_role["coder"],
+            agent_calls=self.by_role["agent"], prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens, reasoning_tokens=self.reasoning_tokens,
+            cached_tokens=self.cached_tokens, mangled_tool_calls=self.mangled_tool_calls,
+            reasoning_exhausted=self.reasoning_exhausted,
+        )
 
 
 class Ledger:
@@ -295,7 +309,8 @@ class AttemptCore:
         self.test_seconds = 0.0
         self.touched: set[str] = set()
         """What any round left in the workspace that configures pytest or mimics the tests (`tests_touched`)."""
-        self.claim, self.claim_source, self.claim_round = Claim(), "", 0
+        self.claim, self.claim_round = Claim(), 0
+        self.claim_source: ClaimSource = ""
         self.coder_claim: ClaimStatus | None = None
         self.noop_rounds = 0
         self.clock = time.monotonic()
@@ -394,14 +409,17 @@ class AttemptCore:
     def _round_row(self, verdict: Verdict, source: str | TooLarge, noop: bool) -> RoundRow:
         """The judged round as rounds.csv keeps it: the verdict, the entry file judged, the claim made in the round."""
         claim, claim_source = (self.claim, self.claim_source) if self.claim_round == self.round else (Claim(), "")
-        data = None if isinstance(source, TooLarge) else source.encode()
+        if isinstance(source, TooLarge):
+            entry_sha256, entry_bytes = "", source.size
+        else:
+            data = source.encode()
+            entry_sha256, entry_bytes = hashlib.sha256(data).hexdigest(), len(data)
         return RoundRow(
             run_id=self.run_id, task_id=self.task.id, cycle=self.cycle, round=max(self.round, 1),
             result=verdict.result, tests_passed=verdict.tests_passed, tests_total=verdict.tests_total,
             failing_tests="\n".join(verdict.failing_tests), error_kind=verdict.error_kind,
-            test_seconds=verdict.duration_s, entry_sha256=hashlib.sha256(data).hexdigest() if data is not None else "",
-            entry_bytes=len(data) if data is not None else source.size, noop=noop, claim=claim.status,
-            claim_source=claim_source, claimed_tests_pass=claim.tests_claim,
+            test_seconds=verdict.duration_s, entry_sha256=entry_sha256, entry_bytes=entry_bytes, noop=noop,
+            claim=claim.status, claim_source=claim_source, claimed_tests_pass=claim.tests_claim,
         )
 
     def _with_verdict(self, ending: Ending) -> Ending:
