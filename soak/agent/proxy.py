@@ -38,6 +38,11 @@ from soak.llm.client import scrub, status_of_http
 from soak.llm.reply import Reply, dict_or_fail
 from soak.record.schema import CallStatus
 
+UPSTREAM_IDLE_SECONDS = 3.0
+"""How long an idle upstream connection is kept for the next request: less than the 5 s after which uvicorn (vLLM's and
+SGLang's server) and cpp-httplib (llama.cpp's) close one. aiohttp's 15 s sent requests on connections the server was
+closing, and the agent got a 502 recorded as the server's failure (`connection`: "Server disconnected")."""
+
 
 @dataclass
 class ProxiedAttempt:
@@ -148,8 +153,9 @@ class RecordingProxy:
         self.socket_dir.chmod(0o755)
         self.socket_path.chmod(0o666)
         self.session = aiohttp.ClientSession(
-            # As many upstream connections as agents may hold open.
-            connector=aiohttp.TCPConnector(limit=0),
+            # As many upstream connections as agents may hold open; reused while idle for less than the servers keep
+            # them (UPSTREAM_IDLE_SECONDS).
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_IDLE_SECONDS),
             # The stale budget as aiohttp's read timeout: no byte for stale_seconds, the wait for the reply's head
             # included, raises ServerTimeoutError (a TimeoutError); timed in its protocol, per read of the socket,
             # at a fraction of the cost of an asyncio.timeout around each read of the stream.

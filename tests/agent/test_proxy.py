@@ -46,6 +46,8 @@ class Upstream:
     stream's connection."""
 
     received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    peers: list[tuple[str, int]] = field(default_factory=list)
+    """The proxy's end of the connection each request came on."""
     asked: asyncio.Event = field(default_factory=asyncio.Event)
     answer: asyncio.Event | None = None
     hold: asyncio.Event | None = None
@@ -57,6 +59,7 @@ class Upstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         self.received.append((request.path, dict(request.headers), body))
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else ("", 0))
         self.asked.set()
         if self.answer is not None:
             await self.answer.wait()
@@ -335,6 +338,22 @@ def test_the_unix_socket_serves_the_same_routes():
             reply = await client.post(f"{rig.base_url}/chat/completions", json={**STREAM, "stream": False},
                                       headers={"Authorization": f"Bearer {rig.token}"})
         assert reply.status_code == 200 and reply.content == WHOLE and len(rig.rows) == 1
+
+    run(upstream, test)
+
+
+def test_an_upstream_connection_idle_past_the_limit_is_not_reused(monkeypatch):
+    """Servers close an idle connection after 5 s; one they may be closing is never sent a request."""
+    monkeypatch.setattr("soak.agent.proxy.UPSTREAM_IDLE_SECONDS", 0.2)
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        for _ in range(2):
+            assert (await rig.post({**STREAM, "stream": False})).status_code == 200
+        await asyncio.sleep(0.3)  # idle past the limit
+        assert (await rig.post({**STREAM, "stream": False})).status_code == 200
+        first, again, after_idle = upstream.peers
+        assert again == first and after_idle != first
 
     run(upstream, test)
 
