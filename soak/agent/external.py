@@ -35,7 +35,7 @@ from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.record.layout import AttemptLayout
-from soak.record.schema import CallRow, TaskRow
+from soak.record.schema import CallRow, RoundRow, TaskRow
 from soak.sandbox.jail import Contained, ResourceLimits, launch, remove_tree, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
@@ -49,14 +49,22 @@ BRIDGE = "soak.agent.bridge"
 
 
 class Attempt(Protocol):
-    """Where an attempt belongs (the night's Attempt)."""
+    """Where an attempt belongs (the night's Attempt, read only)."""
 
-    run_id: str
-    cycle: int
-    workdir: Path
-    on_call: Callable[[CallRow], None]
-    on_step: Callable[[int, str], None]
-    totals: CallTotals
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def cycle(self) -> int: ...
+    @property
+    def workdir(self) -> Path: ...
+    @property
+    def on_call(self) -> Callable[[CallRow], None]: ...
+    @property
+    def on_step(self) -> Callable[[int, str], None]: ...
+    @property
+    def totals(self) -> CallTotals: ...
+    @property
+    def on_round(self) -> Callable[[RoundRow], None]: ...
 
 
 def agent_isolation(config: SoakConfig) -> str:

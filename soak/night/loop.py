@@ -7,10 +7,10 @@ import signal
 import time
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from soak.agent.attempt import CallTotals, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
@@ -59,7 +59,7 @@ class Attempt:
     """Given each judged round's row (rounds.csv)."""
 
 
-TaskFn = Callable[[TaskSpec, Attempt], Awaitable[TaskRow]]
+TaskFn = Callable[[TaskSpec, Attempt], Coroutine[Any, Any, TaskRow]]
 """Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
 
 
@@ -331,7 +331,8 @@ class Runner(RowListener):
             row = await job
         except asyncio.CancelledError:
             row = self.unfinished_row(task, flight, "cancelled", f"stopped by {self.end.reason if self.end else '?'}")
-            if asyncio.current_task().cancelling():  # the lane itself was cancelled: record, then let it go
+            lane = asyncio.current_task()
+            if lane is not None and lane.cancelling():  # the lane itself was cancelled: record, then let it go
                 self.record(row)
                 raise
         except Exception as error:  # noqa: BLE001 - our bug in one attempt is a row, the night goes on

@@ -27,8 +27,8 @@ GPU_FRACTION = re.compile(r"--gpu[-_]memory[-_]utilization[= ]+([0-9.]+)")
 GPU_FRACTION_LIMIT = 0.88
 
 Health = Literal["ok", "busy", "dead"]
-Emit = Callable[[EventKind, str, str], None]
-"""(kind, source, detail) -> records an event."""
+Emit = Callable[[EventKind, str, str], object]
+"""(kind, source, detail) -> records an event (what it returns is not read)."""
 
 
 def root_url(base_url: str) -> str:

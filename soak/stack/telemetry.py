@@ -171,7 +171,7 @@ class ServerMetricsSource:
 
     name: str
     url: str
-    note: Callable[[str], None]
+    note: Callable[[str], object]
     timeout_seconds: float = 4.0
     missing: bool = field(default=False, init=False)
 
