@@ -4,8 +4,8 @@ Each attempt gets its own base URL, `http://127.0.0.1:P/a/<token>/v1`, and the t
 the real key. Requests go upstream unchanged but for the model, and replies come back byte for byte, while a copy of
 every stream is parsed into the same `Reply` soak's own calls use, so each call becomes a calls.csv row with the same
 timing truth, its tool calls judged against the tools the agent itself declared. The per-task budgets hold here: past
-the call or token cap an attempt's requests get an OpenAI-style error and the attempt is marked ended, and a stream
-with no byte for `stale_seconds` is cut and recorded `stalled`.
+the call or token cap an attempt's requests get an OpenAI-style error and the attempt is marked ended, and a reply
+with no byte for `stale_seconds` (before its head or within its stream) is cut and recorded `stalled`.
 
 What the agent gets wrong is answered here, as its own call, and never forwarded: a body over `[agent]
 max_request_bytes` (413, refused before more than that is read) and a request no server would take (400), each a
@@ -123,8 +123,8 @@ class RecordingProxy:
         self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
-        # Bodies are read by `capped_body`, against max_request_bytes (aiohttp's client_max_size applies to
-        # request.read() only, which would hold a whole body before it refuses one).
+        # Chat bodies are read by `capped_body`, which refuses a declared length over max_request_bytes before it
+        # reads a byte (aiohttp's client_max_size, for request.read(), would read up to the cap first).
         self.app = web.Application()
         self.app.router.add_post("/a/{token}/v1/chat/completions", self.chat)
         self.app.router.add_get("/a/{token}/v1/models", self.models)
