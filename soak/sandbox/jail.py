@@ -39,7 +39,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict
 
 from soak.sandbox.cgroup import RunCgroup, run_cgroup
-from soak.sandbox.rootfs import give
+from soak.sandbox.rootfs import give, walk
 from soak.sandbox.visible import allow_listed, bwrap_args, jail_root
 
 MiB = 1 << 20
@@ -229,22 +229,11 @@ class CappedOutput:
         return bytes(self.head + gap + self.tail).decode(errors="replace")
 
 
-def entries(root: Path) -> Iterator[tuple[Path, os.DirEntry]]:
-    """Every entry under `root` with its folder (relative to root), links not followed, top-down. Not os.walk nor
-    shutil.rmtree: their recursion ends in RecursionError on a deep enough tree (before Python 3.12), and untrusted
-    code makes the tree."""
-    folders = [Path()]
-    while folders:
-        here = folders.pop()
-        try:
-            found = list(os.scandir(root / here))
-        except OSError:
-            continue
-        for entry in found:
-            yield here, entry
-            with contextlib.suppress(OSError):
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(here / entry.name)
+def entries(root: Path) -> Iterator[tuple[Path, str, os.stat_result]]:
+    """Every entry under `root`: its folder (relative to root), its name and its lstat, links not followed, top-down,
+    at any depth (soak.sandbox.rootfs.walk: untrusted code makes the tree)."""
+    for _, here, name, info in walk(str(root)):
+        yield Path(*here), name, info
 
 
 def held_unlinked(pids: list[int], devices: set[int]) -> int:
@@ -269,10 +258,9 @@ def too_big(paths: tuple[Path, ...], limit: int, pids: list[int] | None = None, 
     for path in paths:
         with contextlib.suppress(OSError):
             devices.add(path.stat().st_dev)
-        for _, entry in entries(path):
+        for *_, info in walk(str(path)):
             count += 1
-            with contextlib.suppress(OSError):
-                total += entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else 0
+            total += info.st_size if stat.S_ISREG(info.st_mode) else 0
             if total > limit or count > max_entries:
                 return True
     return bool(pids) and total + held_unlinked(pids or [], devices) > limit
@@ -487,21 +475,24 @@ def launch(
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a workspace however deep, even where the solution made parts of it unwritable."""
-    if not path.exists() and not path.is_symlink():
+    """Delete a workspace however deep (soak.sandbox.rootfs.walk), even where the solution made parts of it
+    unwritable. Only once nothing of the run is alive: it leaves each folder through its '..'."""
+    if not path.is_dir() or path.is_symlink():
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
         return
-    folders = [path]
-    for here, entry in list(entries(path)):
-        target = path / here / entry.name
+
+    def rmdir(parent: int, name: str) -> None:
         with contextlib.suppress(OSError):
-            os.chmod(path / here, 0o700)
-        if entry.is_dir(follow_symlinks=False):
-            folders.append(target)
-        else:
+            os.rmdir(name, dir_fd=parent)
+
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for fd, _, name, info in walk(str(path), leave=rmdir):
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o700)  # its folder, so that it may be emptied
+        if not stat.S_ISDIR(info.st_mode):
             with contextlib.suppress(OSError):
-                os.unlink(target)
-    for folder in reversed(folders):  # children were found after their parents
-        with contextlib.suppress(OSError):
-            os.chmod(folder, 0o700)
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
+                os.unlink(name, dir_fd=fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)

@@ -469,12 +469,12 @@ def tests_touched(workspace: Path, task: TaskSpec) -> list[str]:
     the task's files; the list tells which attempts tried anyway."""
     pristine = {**task.support, **task.tests}
     found: list[str] = []
-    for here, entry in entries(workspace):
-        path = str(here / entry.name)
-        setup = entry.name in PYTHON_SETUP or entry.name.endswith((".pth", ".pyc"))
-        mimic = path != task.entry and mimics_tests(entry.name, pristine) and not copied(workspace / path,
-                                                                                          pristine.get(path))
-        if (setup or mimic) and not any(part == "__pycache__" for part in here.parts):
+    for here, name, _ in entries(workspace):
+        setup = name in PYTHON_SETUP or name.endswith((".pth", ".pyc"))
+        if not (setup or mimics_tests(name, pristine)) or "__pycache__" in here.parts:
+            continue
+        path = str(here / name)
+        if setup or path != task.entry and not copied(workspace / path, pristine.get(path)):
             found.append(path)
     return sorted(found)
 

@@ -12,6 +12,7 @@ the mounts (none can be unmounted to reveal what a mask covers, none remounted w
 an empty bounding set, no new privileges. Any failure exits 125 before the command runs.
 """
 
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -21,6 +22,7 @@ import socket
 import stat
 import struct
 import sys
+from collections.abc import Callable, Iterator
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -147,24 +149,82 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
 
 
-def give(paths: list[str], uid: int, gid: int) -> None:
-    """Hand whole trees to a user, links not followed, however deep (a walk without recursion: untrusted code made
-    the tree), and clear every setuid and setgid bit: the writable binds to nobody before a run, back to the harness
-    after it, and no setuid file of a run is ever left in the run folder."""
-    folders = list(paths)
-    while folders:
-        here = folders.pop()
-        try:
-            info = os.lstat(here)
-            os.lchown(here, uid, gid)
-            if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(info.st_mode):
-                os.chmod(here, stat.S_IMODE(info.st_mode) & 0o1777)
+FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def walk(
+    top: str, leave: Callable[[int, str], None] | None = None
+) -> Iterator[tuple[int, tuple[str, ...], str, os.stat_result]]:
+    """Every entry under `top`, links not followed, top-down: (its folder's descriptor, its folder as names from
+    `top`, its name, its lstat). By descriptor, one open at a time (a folder is left through its '..'), so no path
+    ever grows past one name: untrusted code makes the tree, and a chain deeper than PATH_MAX (or Python's recursion
+    limit) is walked whole. `leave(parent's descriptor, name)` is called once a folder's entries are done (a
+    removal's rmdir)."""
+    try:
+        fd = os.open(top, FOLDER)
+    except OSError:
+        return
+    levels: list[Iterator[str]] = []
+    here: tuple[str, ...] = ()
+    try:
+        levels.append(iter(os.listdir(fd)))
+        while levels:
+            name = next(levels[-1], None)
+            if name is None:
+                levels.pop()
+                if levels:
+                    parent = os.open("..", FOLDER, dir_fd=fd)
+                    os.close(fd)
+                    fd, folder, here = parent, here[-1], here[:-1]
+                    if leave is not None:
+                        leave(fd, folder)
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            yield fd, here, name, info
             if not stat.S_ISDIR(info.st_mode):
                 continue
-            with os.scandir(here) as found:
-                folders.extend(entry.path for entry in found)
-        except OSError:
-            continue
+            try:
+                child = os.open(name, FOLDER, dir_fd=fd)
+            except PermissionError:  # a folder the run made unreadable: its owner may open it again
+                try:
+                    os.chmod(name, 0o700, dir_fd=fd)
+                    child = os.open(name, FOLDER, dir_fd=fd)
+                except OSError:
+                    continue
+            except OSError:
+                continue
+            try:
+                inside = os.listdir(child)
+            except OSError:
+                os.close(child)
+                continue
+            os.close(fd)
+            fd, here = child, (*here, name)
+            levels.append(iter(inside))
+    finally:
+        os.close(fd)
+
+
+def give(paths: list[str], uid: int, gid: int) -> None:
+    """Hand whole trees to a user, links not followed, however deep (soak.sandbox.rootfs.walk), and clear every setuid
+    and setgid bit: the writable binds to nobody before a run, back to the harness after it, and no setuid file of a
+    run is ever left in the run folder."""
+
+    def hand(fd: int | None, name: str, info: os.stat_result) -> None:
+        with contextlib.suppress(OSError):
+            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+        if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(info.st_mode):
+            with contextlib.suppress(OSError):
+                os.chmod(name, stat.S_IMODE(info.st_mode) & 0o1777, dir_fd=fd)
+
+    for top in paths:
+        with contextlib.suppress(OSError):
+            hand(None, top, os.lstat(top))
+        for fd, _, name, info in walk(top):
+            hand(fd, name, info)
 
 
 def unprivileged(kind: str) -> None:

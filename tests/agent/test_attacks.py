@@ -161,23 +161,25 @@ os.wait()
 print("daemon left")
 '''
 
-# SIGKILLs its parent, its parent's parent and so on, then every process it may signal.
+# Names its ancestors (said first: a parent killed may take the jail down before anything else is printed), SIGKILLs
+# its parent, its parent's parent and so on, then every process it may signal.
 KILL_ANCESTORS = '''
 import os, signal
-pid, killed = os.getppid(), []
+pid, ancestors = os.getppid(), []
 while pid > 1:
-    parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    ancestors.append(pid)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+print("killing", ancestors, flush=True)
+for pid in ancestors:
     try:
         os.kill(pid, signal.SIGKILL)
-        killed.append(pid)
     except OSError:
         pass
-    pid = parent
 try:
     os.kill(-1, signal.SIGKILL)
 except OSError:
     pass
-print("killed", killed, flush=True)
+print("killed", flush=True)
 '''
 
 # Keeps calling the model through the proxy, whatever the answers.
@@ -339,7 +341,7 @@ def test_a_daemon_left_behind_dies_with_the_attempt(jail, fast_sim, data_dir, tm
 def test_an_agent_killing_its_ancestors_ends_its_attempt_only(jail, fast_sim, data_dir, tmp_path):
     _, base_url = fast_sim()
     done = night(tmp_path, base_url, KILL_ANCESTORS)
-    assert "killed [" in done.output() and "killed []" not in done.output()
+    assert "killing [" in done.output() and "killing []" not in done.output()
     assert done.row["outcome"] in ("agent_error", "no_artifact"), done.row["error_tail"]
 
 

@@ -107,8 +107,6 @@ def test_a_redo_after_a_deep_chain_runs_and_the_night_goes_on(redone):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="soak.sandbox.jail.remove_tree walks by path: past PATH_MAX (~2,000 levels of "
-                                       "one-letter names) it cannot reach, so the chain's depths are left")
 def test_a_redo_starts_from_an_empty_folder_however_deep_the_chain(redone):
     _, workspace = redone
     assert not workspace.exists()

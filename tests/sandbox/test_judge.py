@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import textwrap
@@ -477,3 +478,30 @@ def test_a_tree_deeper_than_the_recursion_limit_is_walked_measured_and_removed(t
         assert not deep.exists()
     finally:
         subprocess.run(["rm", "-rf", str(deep)], check=True)
+
+
+def test_a_chain_deeper_than_path_max_is_walked_handed_over_and_removed(tmp_path):
+    """Past PATH_MAX no path reaches the bottom: the walk goes by descriptor, so the setuid file at the bottom is
+    found and cleared, counted against the cap, and the whole chain removed."""
+    top = tmp_path / "workspace"
+    top.mkdir()
+    folder = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # 1,500 levels of "aaa/": 6,000 bytes of path, past PATH_MAX (4,096)
+            os.mkdir("aaa", dir_fd=folder)
+            folder, parent = os.open("aaa", os.O_RDONLY, dir_fd=folder), folder
+            os.close(parent)
+        bottom = os.open("shell", os.O_WRONLY | os.O_CREAT, 0o4755, dir_fd=folder)
+        os.write(bottom, bytes(1 << 20))
+        os.close(bottom)
+        os.chmod("shell", 0o4755, dir_fd=folder)
+    finally:
+        os.close(folder)
+    found = [(len(here.parts), name, info.st_mode) for here, name, info in jail.entries(top) if name == "shell"]
+    assert len(found) == 1 and found[0][0] == 1500 and found[0][2] & stat.S_ISUID
+    assert jail.too_big((top,), 1 << 19) and not jail.too_big((top,), 2 << 20)
+    jail.give([str(top)], os.getuid(), os.getgid())
+    [(_, _, mode)] = [(0, name, info.st_mode) for _, name, info in jail.entries(top) if name == "shell"]
+    assert not mode & (stat.S_ISUID | stat.S_ISGID)
+    jail.remove_tree(top)
+    assert not top.exists()
