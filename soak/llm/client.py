@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from soak.config import Endpoint, SoakConfig
-from soak.llm.integrity import ToolCall
+from soak.llm.integrity import ToolCall, valid_text
 from soak.llm.reply import Reply, dict_or_fail
 from soak.record.schema import CallRow, CallStatus, Integrity, Role
 
@@ -325,7 +325,8 @@ def chat_endpoints(config: SoakConfig, roles: tuple[str, ...] = ("orchestrator",
 
 
 def scrub(text: str, key: str | None) -> str:
-    """Error text fit for a CSV: no key, no bearer token, bounded length."""
+    """Error text fit for a CSV: no key, no bearer token, bounded length, valid Unicode."""
+    text = valid_text(text)
     if key:
         text = text.replace(key, "***")
     return SECRET_TEXT.sub(lambda m: (m.group(1) or "sk-") + "***", text)[:ERROR_CHARS]

@@ -13,6 +13,14 @@ from soak.record.transcript import TranscriptLine
 PATH_TOOLS = frozenset({"write_file", "read_file"})
 ABSORBED_ARGS = re.compile(r"[\s()<>=\"'{}\[\],:;]")
 """Characters a clean function name never has; seeing one means the name swallowed its arguments."""
+SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD. JSON may escape one ("\\ud800") and a model may write one; no file,
+    CSV or JSON writer takes it, so text from the wire is made valid once, before anything of soak's reads it."""
+    return SURROGATE.sub("\ufffd", text)
 
 
 class ToolCall(BaseModel):
@@ -22,10 +30,13 @@ class ToolCall(BaseModel):
     """Raw JSON text as the server sent it."""
 
     def args(self) -> dict[str, Any] | None:
-        """The arguments as an object, None when they are not a JSON object."""
+        """The arguments as an object, None when they are not a JSON object (nested past the parser's depth
+        included). Strings that an escape made lone surrogates hold U+FFFD instead, as the reply's text does."""
         try:
             value = json.loads(self.arguments)
-        except ValueError:
+            if SURROGATE_ESCAPE.search(self.arguments):
+                value = json.loads(valid_text(json.dumps(value, ensure_ascii=False)))
+        except (ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
 

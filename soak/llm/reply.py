@@ -5,7 +5,7 @@ import re
 import time
 from typing import Any, TypedDict
 
-from soak.llm.integrity import ToolCall, judge_tool_calls
+from soak.llm.integrity import ToolCall, judge_tool_calls, valid_text
 from soak.record.schema import CallRow, CallStatus, Role
 
 TOOL_TEXT = re.compile(r"<tool_call>|<function=")
@@ -53,7 +53,8 @@ def dict_or_fail(value: Any) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    """A string of the reply, valid Unicode; anything else is no text. Every string taken from a reply passes here."""
+    return valid_text(value) if isinstance(value, str) else ""
 
 
 MAX_TOKENS_PER_CHUNK = 16

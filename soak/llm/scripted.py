@@ -2,8 +2,8 @@
 
 It stands in for the model only (as mini-swe-agent's DeterministicModel does): each reply is fed as one streamed
 chunk plus a usage chunk into the client's own `Reply`, which makes the `CallRow` (integrity, reasoning verdict,
-tokens) exactly as for a real call; the row goes to `on_row` the same way. It has no transport, so no retries: a
-reply with a failed status is one failed try.
+tokens) and the text the loop gets exactly as for a real call; the row goes to `on_row` the same way. It has no
+transport, so no retries: a reply with a failed status is one failed try.
 """
 
 import asyncio
@@ -135,6 +135,6 @@ class ScriptedModel:
             got.event({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                                 "total_tokens": prompt + completion}}, now)
         row = emit("ok", say.error)
-        return CallResult(content=say.content, reasoning=say.reasoning, tool_calls=got.tool_calls(),
+        return CallResult(content="".join(got.content), reasoning="".join(got.reasoning), tool_calls=got.tool_calls(),
                           finish_reason=row.finish_reason, integrity=row.integrity,
                           reasoning_exhausted=row.reasoning_exhausted, error=row.error, rows=[row])

@@ -327,7 +327,9 @@ def test_token_cap(task: TaskSpec, tmp_path: Path):
     [
         (('write_file {"path": "solution.py"}', "{}"), "mangled_name"),
         (("write_file", '{"path": "solution.py", "content": "x = '), "bad_json"),
+        (("write_file", '{"path": "solution.py", "content": ' + "[" * 1000), "bad_json"),  # past the parser's depth
     ],
+    ids=["mangled name", "cut JSON", "deep JSON"],
 )
 def test_bad_tool_calls_are_answered_and_counted(task: TaskSpec, tmp_path: Path, broken: tuple, verdict: str):
     result, lead, coder = scripted(task, tmp_path, [DELEGATE, DONE],
@@ -380,6 +382,34 @@ def test_fallback_write(task: TaskSpec, tmp_path: Path):
     assert (result.workdir / "workspace" / "solution.py").read_text().strip() == task.reference.strip()
     assert "Files written: solution.py." in lead.asked[1].messages[-1]["content"]
     assert_script_served(result, lead, coder)
+
+
+LONE = "\ud800"
+"""A lone surrogate: JSON may escape one ("\\ud800"), no file, CSV or JSON writer takes one."""
+
+
+def lone_surrogate_scripts(where: str, reference: str) -> tuple[list[Say], list[Say]]:
+    """(orchestrator, coder) replies that hold a lone surrogate `where`, and otherwise pass."""
+    finish = Say(calls=[("finish", {"status": "done", "tests_claim": "no", "evidence": f"written {LONE}"})])
+    return {
+        "written file": ([DELEGATE, DONE], [write(f"{reference}# {LONE}\n"), DONE]),
+        "fenced fallback": ([DELEGATE, DONE], [Say(f"```python\n{reference}# {LONE}\n```\nDone.")]),
+        "closing words": ([DELEGATE, finish], [write(reference), Say(f"Done {LONE}.", reasoning=LONE)]),
+        "tool name": ([DELEGATE, DONE], [Say(calls=[(f"write_file{LONE}", {"path": "solution.py", "content": ""})]),
+                                         write(reference), DONE]),
+    }[where]
+
+
+@pytest.mark.parametrize("where", ["written file", "fenced fallback", "closing words", "tool name"])
+def test_a_lone_surrogate_from_the_model_is_judged_on_its_merits(task: TaskSpec, tmp_path: Path, where: str):
+    """The model's text reaches the workspace, the transcript and the rows as valid Unicode (U+FFFD for the lone
+    surrogate): the attempt is judged, not ended by soak's own error."""
+    result, lead, coder = scripted(task, tmp_path, *lone_surrogate_scripts(where, task.reference))
+    assert result.row.outcome == "pass", result.row.error_tail
+    assert_script_served(result, lead, coder)
+    transcript = (result.workdir / "transcript.jsonl").read_text()
+    source = (result.workdir / "workspace" / "solution.py").read_text()
+    assert "\ufffd" in transcript + source and LONE not in result.row.model_dump_json() + str(result.calls)
 
 
 def test_harness_error_keeps_the_traceback(task: TaskSpec, tmp_path: Path):

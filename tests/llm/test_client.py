@@ -279,6 +279,21 @@ def test_error_event_mid_stream_is_bad_response():
     assert result.status == "bad_response" and "engine died" in result.error
 
 
+def test_lone_surrogates_on_the_wire_reach_soak_as_valid_text():
+    """JSON may escape a lone surrogate ("\\ud800"), in the reply's text or inside a tool call's arguments: each comes
+    out as U+FFFD, so no file, CSV or transcript writer downstream fails on it."""
+    lone = "\ud800"
+    call = {"tool_calls": [{"index": 0, "id": f"c{lone}",
+                            "function": {"name": f"read_file{lone}", "arguments": json.dumps({"path": lone})}}]}
+    ep, _ = endpoint_with([sse(chunk({"content": f"a{lone}", "reasoning": lone}), chunk(call, finish="tool_calls")),
+                           sse(chunk({"content": "a"}), {"error": {"message": f"engine died {lone}"}})], retries=0)
+    result = run(ep.chat([{"role": "user", "content": "x"}], TOOLS))
+    assert (result.content, result.reasoning, result.rows[0].tool_names) == ("a\ufffd", "\ufffd", "read_file\ufffd")
+    assert result.tool_calls[0].args() == {"path": "\ufffd"} and result.model_dump_json().encode()
+    failed = run(ep.chat([{"role": "user", "content": "x"}]))
+    assert failed.status == "bad_response" and failed.error.endswith("engine died \ufffd")
+
+
 def test_tool_call_text_in_content_is_noted():
     ep, _ = endpoint_with([sse(chunk({"content": "<tool_call>\n<function=write_file>"}, finish="stop"))])
     result = run(ep.chat([{"role": "user", "content": "x"}], TOOLS))
