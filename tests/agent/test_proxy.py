@@ -446,6 +446,7 @@ MALFORMED = {
     "tools not a list": json.dumps({**STREAM, "tools": {"name": "x"}}).encode(),
     "max_tokens not a count": json.dumps({**STREAM, "max_tokens": "lots"}).encode(),
     "model not a string": json.dumps({**STREAM, "model": ["sim"]}).encode(),
+    "nested past the parsers' depth": b'{"messages": ' + b"[" * 100_000,
 }
 
 
