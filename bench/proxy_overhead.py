@@ -9,8 +9,9 @@ sending to the first content token. Then one lane alone, also interleaved, gives
 unqueued call. Last, the proxy process's RSS (and CPU) after all of that (the warm-up) and after
 `--memory-calls` more calls. Prints calls/s (target: proxy >= 0.9 x direct), the added TTFT (median through the
 proxy minus median direct, target <= 2 ms), the RSS growth (target < 5 MB) and the proxy's CPU per call, any
-failed calls, the rows the proxy recorded against the calls sent (with the errors of those not ok), and the load
-average before and after (the ratio is only as steady as the machine).
+failed calls, the rows the proxy recorded against the calls sent (with the errors of those not ok), each process's
+CPU per proxied call with the ratio those allow when the cores are the bound, and the load average before and after
+(the ratio is only as steady as the machine).
 
     .venv/bin/python bench/proxy_overhead.py [--lanes 64] [--slices 6] [--seconds 3] [--memory-calls 2000]
 """
@@ -155,7 +156,11 @@ def mb(process: psutil.Process) -> float:
     return process.memory_info().rss / 2**20
 
 
-async def measure(urls: dict[str, str], proxy: psutil.Process, args: argparse.Namespace) -> int:
+def cpu_seconds(process: psutil.Process) -> float:
+    return sum(process.cpu_times()[:2])
+
+
+async def measure(urls: dict[str, str], proxy: psutil.Process, sim: psutil.Process, args: argparse.Namespace) -> int:
     """Run the series and print them; the calls sent through the proxy (failed ones too)."""
     limits = httpx2.Limits(max_connections=args.lanes * 2, max_keepalive_connections=args.lanes * 2)
     client = httpx2.AsyncClient(limits=limits, timeout=60)
@@ -171,9 +176,12 @@ async def measure(urls: dict[str, str], proxy: psutil.Process, args: argparse.Na
                 rates[kind].append(rate)
                 ttfts[kind] += got
         series[lanes] = rates, ttfts
-    warm, cpu, before = mb(proxy), sum(proxy.cpu_times()[:2]), SENT[urls["proxy"]]
+    processes = {"client": psutil.Process(), "sim": sim, "proxy": proxy}
+    warm, before = mb(proxy), SENT[urls["proxy"]]
+    cpu = {name: cpu_seconds(process) for name, process in processes.items()}
     await counted(client, urls["proxy"], args.lanes, args.memory_calls)
-    end, cpu = mb(proxy), sum(proxy.cpu_times()[:2]) - cpu
+    end = mb(proxy)
+    ms = {name: (cpu_seconds(process) - cpu[name]) / args.memory_calls * 1000 for name, process in processes.items()}
     await client.aclose()
 
     print(f"{'series':<18} {'calls/s':>9} {'TTFT median':>12} {'TTFT p90':>9}   calls/s of each slice")
@@ -191,7 +199,12 @@ async def measure(urls: dict[str, str], proxy: psutil.Process, args: argparse.Na
         print(f"added TTFT median, {lanes} lane{'s' * (lanes > 1)}: {added:+.2f} ms (target <= 2 ms)")
     print(f"proxy RSS after warm-up ({before} calls) {warm:.1f} MB, after "
           f"{args.memory_calls} more {end:.1f} MB: growth {end - warm:+.1f} MB (target < 5 MB); "
-          f"proxy CPU {cpu / args.memory_calls * 1000:.2f} ms per call")
+          f"proxy CPU {ms['proxy']:.2f} ms per call")
+    # Bound by CPU (fewer free cores than busy processes), a direct call costs the client and the sim, a proxied
+    # one the proxy too: that share is the most the ratio can reach here.
+    print(f"CPU per proxied call: client {ms['client']:.2f} ms, sim {ms['sim']:.2f} ms, proxy {ms['proxy']:.2f} ms; "
+          f"bound by {os.cpu_count()} CPUs, the ratio can reach (client + sim) / all three = "
+          f"{(ms['client'] + ms['sim']) / sum(ms.values()):.3f}")
     for url, errors in FAILED.items():
         print(f"{len(errors)} failed calls to {url}: {', '.join(sorted(set(errors)))}")
     return SENT[urls["proxy"]]
@@ -215,7 +228,7 @@ def main() -> None:
             print(f"load average {load()}; sim {sim_url}, proxy {proxy_url.split('/a/')[0]}, {args.lanes} lanes, "
                   f"{args.slices} interleaved slices of {args.seconds:g} s each (1 lane: {args.seconds / 2:g} s)")
             urls = {"direct": f"{sim_url}/chat/completions", "proxy": f"{proxy_url}/chat/completions"}
-            sent = asyncio.run(measure(urls, psutil.Process(proxy.pid), args))
+            sent = asyncio.run(measure(urls, psutil.Process(proxy.pid), psutil.Process(sim.pid), args))
         finally:
             proxy.terminate()
             out, _ = proxy.communicate(timeout=30)
