@@ -11,7 +11,6 @@ import contextlib
 import csv
 import io
 import json
-import math
 import re
 import time
 import types
@@ -228,14 +227,20 @@ def read_attempts(path: Path) -> list[TaskRow]:
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table's rows as dicts by column: read_table's columns are field names."""
-    return cast(list[dict[str, Any]], frame.to_dict("records"))
+    """A table's rows as dicts by column (read_table's columns are field names), an empty number None (looked for in
+    the columns that have one only: a check of every value costs seconds over 100k calls)."""
+    found = cast(list[dict[str, Any]], frame.to_dict("records"))
+    empty = [name for name in frame.columns if frame[name].dtype.kind == "f" and frame[name].isna().any()]
+    for record in found if empty else []:
+        for name in empty:
+            if record[name] != record[name]:  # NaN
+                record[name] = None
+    return found
 
 
-def model_of(record: dict[str, Any], model: type[R], strict: bool = True) -> R:
-    """One row of read_table as its model (an empty number is None where the field allows it); a value the model
-    refuses raises ValidationError, or without `strict` is kept as read_table typed it."""
-    values = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+def model_of(values: dict[str, Any], model: type[R], strict: bool = True) -> R:
+    """One of `records` as its model; a value the model refuses raises ValidationError, or without `strict` is kept as
+    read_table typed it."""
     try:
         return model.model_validate(values)
     except ValidationError:
