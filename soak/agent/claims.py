@@ -7,7 +7,10 @@ lexical rules do better, and every decision they make can be shown as the senten
 
 - **What is read.** Fenced code blocks, indented code, shell and REPL lines (`$ ...`, `>>> ...`) and test-runner
   output (pytest's `=== 3 passed ===`, `FAILED ...::...`, tracebacks) are dropped: the claim is what the agent
-  said, not what a tool printed. Markdown emphasis and inline-code backticks are removed, their words kept.
+  said, not what a tool printed. Markdown emphasis and inline-code backticks are removed, their words kept. Of what
+  is left only the last 16 KiB is read (`READ_CHARS`): the claim is in the closing sentences, and an agent can make
+  its model say anything at any length, so the words read bound the work. Every pattern reads in linear time: a gap
+  between two words of one pattern ("tests ... pass") spans at most 300 characters (`GAP`).
 - **Sentences and clauses.** Paragraphs, list items and headings split first, then sentences at `.`, `!` or `?`
   (a question is never a claim). A sentence splits into clauses at `;`, `but`, `however`, `although`, `though`
   and `yet`; the later clause of "X, but Y" is what the sentence says. A sentence that opens with `if`, `once`,
@@ -49,6 +52,14 @@ from soak.record.schema import ClaimStatus
 
 QUOTE_CHARS = 240
 """The quote is trimmed to this many characters: evidence to click through, not the whole message."""
+READ_CHARS = 16 * 1024
+"""How much of the text outside code blocks is read, from its end: a closing message is short, the last decisive
+sentence wins, and the bound keeps a mebibyte of adversarial words from holding the event loop."""
+GAP = 300
+"""The most characters between two words that one pattern reads together ("tests ... pass"): a bounded gap keeps every
+pattern linear (an unbounded one rescans the rest of the clause from each first word it meets)."""
+SPAN = f"{{0,{GAP}}}"
+"""The quantifier of such a gap."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,7 @@ class Claim:
 
 # --- what is read --------------------------------------------------------------------------------------------
 
-FENCE = re.compile(r"^\s*(```|~~~).*?(^\s*\1[^\n]*$|\Z)", re.S | re.M)
+FENCE = re.compile(r"^[^\S\n]*(```|~~~).*?(^[^\S\n]*\1[^\n]*$|\Z)", re.S | re.M)
 TOOL_LINE = re.compile(
     r"^\s*(\$ |>>> |\.\.\. |Traceback \(most recent|File \"|E {2,}|={3,}|-{3,}|_{3,}|"
     r"(PASSED|FAILED|ERROR|XFAIL|XPASS) \S+::|\S+::\S+ (PASSED|FAILED|ERROR)|collected \d+ items?|"
@@ -76,9 +87,9 @@ CLAUSE = re.compile(r"\s*;\s*|,?\s+\b(?:but|however|although|though|yet)\b,?\s+|
 
 
 def readable_lines(text: str) -> list[str]:
-    """The text's lines without code blocks, indented code and tool output; blank lines kept as breaks; typographic
-    apostrophes made plain ("couldn’t")."""
-    text = FENCE.sub("\n", text.replace("\r\n", "\n").replace("\u2019", "'"))
+    """The last READ_CHARS of the text's lines without code blocks, indented code and tool output; blank lines kept as
+    breaks; typographic apostrophes made plain ("couldn’t")."""
+    text = FENCE.sub("\n", text.replace("\r\n", "\n").replace("\u2019", "'"))[-READ_CHARS:]
     lines = []
     for line in text.split("\n"):
         indented = line.startswith(("    ", "\t")) and not LIST_MARK.match(line)
@@ -87,11 +98,12 @@ def readable_lines(text: str) -> list[str]:
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences in order: paragraphs and list items first, then `.`, `!`, `?` (an abbreviation does not end one)."""
+    """Sentences in order, each with its runs of whitespace made one space: paragraphs and list items first, then `.`,
+    `!`, `?` (an abbreviation does not end one)."""
     blocks: list[str] = []
     current: list[str] = []
     for line in readable_lines(text):
-        line = re.sub(r"\*\*|__|`", "", line).strip()
+        line = " ".join(re.sub(r"\*\*|__|`", "", line).split())
         starts_item = bool(LIST_MARK.match(line))
         if not line or starts_item or (current and re.search(r"[.!?:]$", current[-1])):
             if current:
@@ -104,14 +116,14 @@ def sentences(text: str) -> list[str]:
         blocks.append(" ".join(current))
     found: list[str] = []
     for block in blocks:
-        pending = ""
+        pending: list[str] = []
         for piece in SENTENCE_END.split(block):
-            pending = f"{pending} {piece}".strip() if pending else piece.strip()
-            if pending and not ABBREVIATIONS.search(pending):
-                found.append(pending)
-                pending = ""
+            pending += [piece.strip()] if piece.strip() else []
+            if pending and not ABBREVIATIONS.search(pending[-1][-8:]):  # "approx." and the character before it
+                found.append(" ".join(pending))
+                pending = []
         if pending:
-            found.append(pending)
+            found.append(" ".join(pending))
     return [sentence for sentence in found if sentence]
 
 
@@ -140,17 +152,17 @@ BLOCKED_MODAL = [
 BLOCKED_WORDS = [
     re.compile(r"\bfail(?:ed|s|ing)? to\b|\b(?:impossible|not possible|no way to|blocked|stuck|giving up|give up|"
                r"gave up)\b", re.I),
-    re.compile(r"\bcontradict\w*|\bconflict(?:s|ing)?\b.*\b" + TEST_NOUN + r"|\b" + TEST_NOUN
-               + r"\b.*\bconflict|\b" + TEST_NOUN + r"\b[^.]*\b(?:is|are|seems?|looks?) (?:wrong|incorrect|"
-               r"buggy|broken|inconsistent)", re.I),
+    re.compile(r"\bcontradict\w*|\bconflict(?:s|ing)?\b." + SPAN + r"\b" + TEST_NOUN + r"|\b" + TEST_NOUN + r"\b."
+               + SPAN + r"\bconflict|\b" + TEST_NOUN + r"\b[^.]" + SPAN + r"\b(?:is|are|seems?|looks?) "
+               r"(?:wrong|incorrect|buggy|broken|inconsistent)", re.I),
 ]
 """Blocked words a negation before them takes back ("nothing is blocked", "I did not give up")."""
 NOTHING_BLOCKING = re.compile(r"\b(?:could not|couldn't|cannot|can't|did not|didn't) (?:find|see|spot) "
                               r"(?:any|a single)\b", re.I)
 PARTIAL = [
     re.compile(r"\b(?:partial|partially|mostly|incomplete|remaining|work in progress|wip|todo|except)\b", re.I),
-    re.compile(r"\b(?:most|some|several|a few|half|many) (?:of the )?(?:" + TEST_NOUN + r")\b[^.]*?"
-               r"\b(?:pass|passing|passed|passes)\b", re.I),
+    re.compile(r"\b(?:most|some|several|a few|half|many) (?:of the )?(?:" + TEST_NOUN + r")\b[^.]" + SPAN
+               + r"?\b(?:pass|passing|passed|passes)\b", re.I),
     re.compile(r"\bstill (?:fail|failing|fails|broken|red)\b", re.I),
     re.compile(r"❌"),
 ]
@@ -161,24 +173,31 @@ DONE = re.compile(r"\b(?:done|complete|completed|finished|implemented|fixed|reso
 WORK = re.compile(r"\b(?:should|will|would|now|does|do|doesn't|don't|not|it|that|everything|all)\s+"
                   r"(?:now\s+|correctly\s+|properly\s+)?(work)\b", re.I)
 """A bare "work" is a done-word after a subject or auxiliary ("it should work", "doesn't work"), not as a noun."""
-TESTS_PASS = re.compile(r"\b" + TEST_NOUN + r"\b[^.;]*?\b(?:pass|passes|passed|passing|succeed|succeeds|"
-                        r"succeeded|green|run clean)\b|\b(?:pass|passes|passed|passing)\b[^.;]*?\b"
-                        r"(?:all|every|the)\b[^.;]*?\b" + TEST_NOUN + r"\b|\b\d+ passed\b", re.I)
+TESTS_PASS = re.compile(r"\b" + TEST_NOUN + r"\b[^.;]" + SPAN + r"?\b(?:pass|passes|passed|passing|succeed|succeeds|"
+                        r"succeeded|green|run clean)\b|\b(?:pass|passes|passed|passing)\b(?>[^.;]" + SPAN
+                        + r"?\b(?:all|every|the)\b)[^.;]" + SPAN + r"?\b" + TEST_NOUN + r"\b|\b\d+ passed\b", re.I)
+"""A test noun then a pass word; a pass word, the first of all / every / the after it, then a test noun; "N passed"."""
 VERIFIED = re.compile(r"\b(?:verified|tested|confirmed|double-checked|(?:ran|run|executed) (?:the |all |my )?"
                       r"(?:unit |existing |provided )?(?:tests?|test suite|pytest))\b", re.I)
 COUNT = re.compile(r"\b(\d+)\s*(?:/|of|out of)\s*(\d+)\s+(?:" + TEST_NOUN + r")", re.I)
 FAILED_COUNT = re.compile(r"\b(\d+) (?:failed|failing|failures?)\b", re.I)
+TEST_WORD = re.compile(r"\b" + TEST_NOUN + r"\b", re.I)
+FAILING_WORK = re.compile(r"\b(?:still|solution|implementation|code)\b", re.I)
+"""Beside a test noun, what makes a failure word about the agent's work."""
+TO_AFTER = re.compile(r"\s+to\b")
+WORKING_ON = re.compile(r"working on\b", re.I)
 
 
 def negated(clause: str, start: int) -> bool:
     """A negator in the four words before position `start` of the clause."""
-    before = " ".join(clause[:start].split()[-4:])
+    before = " ".join(clause[:start].rsplit(maxsplit=4)[-4:])
     return bool(NEGATOR.search(before))
 
 
 def aimed(clause: str, start: int) -> bool:
-    """The word follows `to`: an aim ("to verify", "unable to fix"), not a claim."""
-    return bool(AIM.search(clause[:start]))
+    """The word follows `to`: an aim ("to verify", "unable to fix"), not a claim. (AIM reads the end of what comes
+    before: "to" and the character before it.)"""
+    return bool(AIM.search(clause[:start].rstrip()[-3:]))
 
 
 @dataclass(frozen=True)
@@ -220,16 +239,18 @@ def read_clause(clause: str) -> Reading:
             done, tests = True, tests is not False and not hedged
         else:
             tests = tests is not False and not hedged
+    about_tests = bool(TEST_WORD.search(clause))
+    about_work = about_tests or bool(FAILING_WORK.search(clause))
     for match in FAILURE.finditer(clause):
-        if aimed(clause, match.start()) or re.match(r"\s+to\b", clause[match.end():]):
+        if aimed(clause, match.start()) or TO_AFTER.match(clause, match.end()):
             continue
         if negated(clause, match.start()):
             done = True
-            if re.search(r"\b" + TEST_NOUN + r"\b", clause, re.I):
+            if about_tests:
                 tests = tests is not False and not hedged
-        elif re.search(r"\b" + TEST_NOUN + r"\b|\b(?:still|solution|implementation|code)\b", clause, re.I):
+        elif about_work:
             partial, tests = True, False
-    words = [m.start() for m in DONE.finditer(clause) if not re.match(r"working on\b", clause[m.start():], re.I)]
+    words = [m.start() for m in DONE.finditer(clause) if not WORKING_ON.match(clause, m.start())]
     for start in words + [m.start(1) for m in WORK.finditer(clause)]:
         if aimed(clause, start):
             continue
@@ -284,7 +305,10 @@ WRAPPER = re.compile(r"^(?:\w+=\S*\s+|(?:timeout|time|nice|sudo|env|command|exec
 TEST_COMMAND = re.compile(
     r"^(?:py\.?test\b|python[\d.]*\s+(?:-\S+\s+)*-m\s+(?:pytest|unittest)\b|"
     r"python[\d.]*\s+(?:-\S+\s+)*(?:\S*/)?(?:test_\w*|\w*_test)\.py\b|(?:tox|nox)\b|"
-    r"make\s+(?:-\S+\s+)*(?:\S+\s+)*?(?:test|tests|check)\b)")
+    r"make\s+(?:\S+\s+)*?(?:test|tests|check)\b)")
+COMMAND_CHARS = 4096
+"""How much of each command (between `&&`, `;` and pipes) is read: a test run names itself in its first words, and the
+bound keeps an adversarial command from holding the event loop."""
 
 
 def ran_tests(commands: list[str]) -> bool:
@@ -293,7 +317,7 @@ def ran_tests(commands: list[str]) -> bool:
     and `sh -c`. Installing pytest or reading a test file is not running it."""
     for command in commands:
         for segment in re.split(r"&&|\|\||[;|\n]", command):
-            segment = segment.strip().strip("'\"()").strip()
+            segment = segment[:COMMAND_CHARS].strip().strip("'\"()").strip()
             while (wrapper := WRAPPER.match(segment)) is not None and wrapper.end() > 0:
                 segment = segment[wrapper.end():].strip().strip("'\"")
             if TEST_COMMAND.match(segment):

@@ -1,6 +1,10 @@
 """The lexical claim detector on closing words agents really write: done and not done, negations, hedges, aborts,
 partial work, code blocks and tool output, several paragraphs; and the test-run detector on commands."""
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 
 from soak.agent.claims import QUOTE_CHARS, Claim, claim_of, ran_tests
@@ -183,3 +187,50 @@ def test_commands_that_run_tests(commands):
 ])
 def test_commands_that_do_not(commands):
     assert not ran_tests(commands)
+
+
+MIB = 1 << 20
+ADVERSARIAL = {
+    "test nouns, no verdict": "the tests " * (MIB // 10),
+    "pass words, determiners, no test noun": "passed all " * (MIB // 11),
+    "most tests, no verdict": "most tests " * (MIB // 11),
+    "conflicts, no test noun": "conflict " * (MIB // 9),
+    "test nouns, no judgement": "tests is " * (MIB // 9),
+    "failure words": "fail " * (MIB // 5),
+    "abbreviations": "e.g. " * (MIB // 5),
+    "blank lines": "\n" * MIB,
+    "one run of spaces": "a" + " " * MIB + "b",
+}
+"""A mebibyte each (an agent can make its model say anything, at any length) that some pattern once read in quadratic
+or cubic time: "the tests " 4,000 times took 31 s."""
+ADVERSARIAL_COMMANDS = {"make flags, no target": "make " + "-j " * (MIB // 3), "env assignments": "A=1 " * (MIB // 4)}
+
+
+@contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fails once `seconds` have passed, interrupting the work (the regex engine checks for signals as it runs): a
+    bound generous enough that no machine's speed decides it."""
+
+    def late(*_: object) -> None:
+        raise TimeoutError(f"still reading after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_a_mebibyte_of_adversarial_words_is_read_at_once_and_its_closing_words_still_count(text):
+    with within(2.0):
+        claim = claim_of(text + "\n\nAll tests pass.")
+    assert claim == Claim("done", True, "All tests pass.")
+
+
+@pytest.mark.parametrize("command", ADVERSARIAL_COMMANDS.values(), ids=ADVERSARIAL_COMMANDS.keys())
+def test_a_mebibyte_of_adversarial_command_is_read_at_once(command):
+    with within(2.0):
+        assert not ran_tests([command])
