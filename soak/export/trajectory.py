@@ -68,8 +68,7 @@ def verdict_text(verdict: RoundRow | None) -> str:
     if verdict.derived and not verdict.tests_total:
         return "judged: the tests printed no summary (a crash, a timeout or tampering)"
     failing = f"; failing: {', '.join(verdict.failing)}" if verdict.failing else ""
-    kind = f" ({verdict.error_kind})" if verdict.error_kind else ""
-    return f"tests: {verdict.tests_passed}/{verdict.tests_total} passed{kind}{failing}"
+    return f"tests: {verdict.tests_passed}/{verdict.tests_total} passed{failing}"
 
 
 def final_metrics(steps: list[Step], subagents: list[Trajectory]) -> FinalMetrics:
