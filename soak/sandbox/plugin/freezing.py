@@ -39,21 +39,52 @@ WRAPPERS = (classmethod, staticmethod, property, types.FunctionType)
 """What `function_parts` looks inside."""
 
 
+class Part(tuple):
+    """In a Frozen, the name of a part of the value last named: its key's tail after that value's key."""
+
+
+FUNCTION_PARTS = (Part(("__code__",)), Part(("__defaults__",)), Part(("__kwdefaults__",)))
+GROUP = object()
+"""In a Frozen, where a namespace starts: its key prefix is the next of `prefixes`."""
+
+
 class Frozen:
-    """One freeze: every key and value in the order the walk met them, the Snapshot being dict(zip(keys, values)).
-    Flat lists because a freeze runs at every step of a session: two freezes with the same keys and the same objects
-    (`unchanged`) make the same Snapshot, so the keyed comparison (`differences`) runs only when something changed."""
+    """One freeze, flat: `names` holds each value's name in its namespace (a Part for a part of a function, GROUP
+    where a namespace starts), `values` the values, one for one (None for a GROUP), `prefixes` the namespaces' key
+    prefixes; `snapshot` spells out the keys. Flat because a freeze runs at every step of a session: two freezes with
+    equal names and prefixes and the same values make the same Snapshot, and that compares at C speed (`unchanged`);
+    the keyed comparison (`differences`) runs only when something changed. Its markers are shared objects and its
+    prefixes plain tuples of names (untracked by the garbage collector once it has seen them): the frozen state held
+    through a session makes every later collection little longer."""
 
     def __init__(self) -> None:
-        self.keys: list[tuple[str, ...]] = []
+        self.names: list[Any] = []  # a namespace's keys: str but for a forged one
         self.values: list[object] = []
+        self.prefixes: list[tuple[str, ...]] = []
 
-    def add(self, key: tuple[str, ...], value: object) -> None:
-        self.keys.append(key)
+    def group(self, prefix: tuple[str, ...]) -> None:
+        self.names.append(GROUP)
+        self.values.append(None)
+        self.prefixes.append(prefix)
+
+    def add(self, name: Any, value: object) -> None:
+        self.names.append(name)
         self.values.append(value)
 
     def snapshot(self) -> Snapshot:
-        return dict(zip(self.keys, self.values, strict=True))
+        snap: Snapshot = {}
+        prefixes = iter(self.prefixes)
+        prefix: tuple[str, ...] = ()
+        key: tuple[str, ...] = ()
+        for name, value in zip(self.names, self.values, strict=True):
+            if name is GROUP:
+                prefix = next(prefixes)
+            elif type(name) is Part:
+                snap[key + name] = value
+            else:
+                key = prefix + (name,)
+                snap[key] = value
+        return snap
 
 
 BEHAVIOUR = types.ModuleType | property | classmethod | staticmethod
@@ -77,14 +108,14 @@ def function_parts(key: tuple[str, ...], value: object) -> Iterator[tuple[tuple[
         yield key + ("__kwdefaults__",), value.__kwdefaults__
 
 
-def add_parts(frozen: Frozen, key: tuple[str, ...], value: object) -> None:
-    """A value's `function_parts`; a plain function's inline (most values are one)."""
+def add_parts(frozen: Frozen, value: object) -> None:
+    """The `function_parts` of the value last added; a plain function's inline (most values are one)."""
     if type(value) is types.FunctionType:
-        frozen.keys += (key + ("__code__",), key + ("__defaults__",), key + ("__kwdefaults__",))
+        frozen.names += FUNCTION_PARTS
         frozen.values += (value.__code__, value.__defaults__, value.__kwdefaults__)
     elif isinstance(value, WRAPPERS):
-        for part_key, part in function_parts(key, value):
-            frozen.add(part_key, part)
+        for part_key, part in function_parts((), value):
+            frozen.add(Part(part_key), part)
 
 
 def freeze_namespace(
@@ -94,24 +125,28 @@ def freeze_namespace(
     """The behaviour in a namespace with its parts, and the members of the classes `owner` defines there, each class
     once (`classes`: the ids walked; None: a class's own namespace, whose classes are not walked). The loop of every
     freeze, so what a function call per entry would do is written inline."""
-    keys, values = frozen.keys, frozen.values
+    names, values = frozen.names, frozen.values
     volatile = VOLATILE.get(owner, ())
-    for name, value in list(namespace.items()):
+    grouped = False
+    for name, value in dict(namespace).items():  # a copy: the solution's threads may change the namespace meanwhile
         if name in volatile or not (callable(value) or isinstance(value, BEHAVIOUR)):
             continue
         if only_own and getattr(value, "__module__", None) != owner:
             continue
-        key = prefix + (name,)
-        keys.append(key)
+        if not grouped:
+            frozen.group(prefix)
+            grouped = True
+        names.append(name)
         values.append(value)
         if type(value) is types.FunctionType:
-            keys += (key + ("__code__",), key + ("__defaults__",), key + ("__kwdefaults__",))
+            names += FUNCTION_PARTS
             values += (value.__code__, value.__defaults__, value.__kwdefaults__)
         elif isinstance(value, WRAPPERS):
-            add_parts(frozen, key, value)
+            add_parts(frozen, value)
         if classes is not None and isinstance(value, type) and value.__module__ == owner and id(value) not in classes:
             classes.add(id(value))
-            freeze_namespace(frozen, key, vars(value), "", None)
+            freeze_namespace(frozen, prefix + (name,), vars(value), "", None)
+            grouped = False
 
 
 def judging_modules() -> list[types.ModuleType]:
@@ -124,34 +159,53 @@ def judging_modules() -> list[types.ModuleType]:
 def freeze_modules(frozen: Frozen, modules: list[types.ModuleType]) -> Frozen:
     classes: set[int] = set()
     for module in modules:
-        frozen.add(("sys.modules", module.__name__), sys.modules.get(module.__name__))
+        frozen.group(("sys.modules",))
+        frozen.add(module.__name__, sys.modules.get(module.__name__))
         freeze_namespace(frozen, (module.__name__,), vars(module), module.__name__, classes)
     for owner, name in FROZEN_ATTRS:
-        frozen.add((owner.__name__, name), getattr(owner, name, None))
-    frozen.add(("sys", "gettrace()"), sys.gettrace())
-    frozen.add(("sys", "getprofile()"), sys.getprofile())
-    frozen.add(("threading", "settrace"), getattr(threading, "_trace_hook", None))
-    frozen.add(("threading", "setprofile"), getattr(threading, "_profile_hook", None))
-    frozen.add(("sys", "meta_path"), tuple(sys.meta_path))
+        frozen.group((owner.__name__,))
+        frozen.add(name, getattr(owner, name, None))
+    frozen.group(("sys",))
+    frozen.add("gettrace()", sys.gettrace())
+    frozen.add("getprofile()", sys.getprofile())
+    frozen.group(("threading",))
+    frozen.add("settrace", getattr(threading, "_trace_hook", None))
+    frozen.add("setprofile", getattr(threading, "_profile_hook", None))
+    frozen.group(("sys",))
+    frozen.add("meta_path", tuple(sys.meta_path))
     return frozen
 
 
+def named_in_group(frozen: Frozen, start: int, first_group: int, prefix: tuple[str, ...]) -> set[object]:
+    """The names right under `prefix` from `start` on (the GROUP there or after it being prefixes[first_group]):
+    neither parts nor the members of a class there."""
+    found, current, prefixes = set(), None, iter(frozen.prefixes[first_group:])
+    for name in frozen.names[start:]:
+        if name is GROUP:
+            current = next(prefixes)
+        elif type(name) is not Part and current == prefix:
+            found.add(name)
+    return found
+
+
 def freeze_registry(frozen: Frozen, pm: pytest.PytestPluginManager) -> Frozen:
-    frozen.add(("pluginmanager", "plugins"), tuple(sorted((str(n), id(p)) for n, p in pm.list_name_plugin())))
+    frozen.group(("pluginmanager",))
+    frozen.add("plugins", tuple(sorted((str(n), id(p)) for n, p in pm.list_name_plugin())))
     freeze_namespace(frozen, ("pluginmanager",), equality.attributes(pm), "", set())
     freeze_namespace(frozen, ("pluginmanager", "hook"), equality.attributes(pm.hook), "", set())
     for name, caller in list(equality.attributes(pm.hook).items()):
-        start = len(frozen.keys)
+        start, first_group = len(frozen.names), len(frozen.prefixes)
         freeze_namespace(frozen, ("hook", name), equality.attributes(caller), "", set())
-        taken = set(frozen.keys[start:])
+        taken = named_in_group(frozen, start, first_group, ("hook", name))
+        frozen.group(("hook", name))
         for impl in cast("HookCaller", caller).get_hookimpls():
-            key = ("hook", name, f"{impl.plugin_name}")
-            while key in taken:  # Two implementations under one plugin name are two entries.
-                key = key[:2] + (key[2] + "+",)
-            taken.add(key)
-            frozen.add(key, (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
-                             tuple(impl.argnames)))
-            add_parts(frozen, key, impl.function)
+            entry = f"{impl.plugin_name}"
+            while entry in taken:  # Two implementations under one plugin name are two entries.
+                entry += "+"
+            taken.add(entry)
+            frozen.add(entry, (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
+                               tuple(impl.argnames)))
+            add_parts(frozen, impl.function)
     return frozen
 
 
@@ -194,9 +248,9 @@ def differences(before: Snapshot, after: Snapshot, limit: int = 12) -> list[str]
 
 
 def unchanged(before: Frozen, after: Frozen) -> bool:
-    """Whether two freezes make Snapshots without `differences`: the same keys in the same order and the same values,
+    """Whether two freezes make Snapshots without `differences`: equal names in the same order and the same values,
     compared by identity in one pass, and by `same` where that fails (the tuples a freeze builds afresh)."""
-    if before.keys != after.keys:
+    if before.names != after.names or before.prefixes != after.prefixes:
         return False
     olds, news = before.values, after.values
     for at in itertools.compress(range(len(olds)), map(operator.is_not, olds, news)):
@@ -210,6 +264,7 @@ def unchanged(before: Frozen, after: Frozen) -> bool:
 def changes(before: Frozen, after: Frozen) -> list[str]:
     """The `differences` between two freezes, worked out only when there are any."""
     return [] if unchanged(before, after) else differences(before.snapshot(), after.snapshot())
+
 
 # --- fingerprints of the test code -----------------------------------------------------------------------------------
 

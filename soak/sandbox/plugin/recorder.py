@@ -96,8 +96,9 @@ class ResultRecorder:
         for module in test_modules(items):
             freeze_namespace(frozen, ("test module", module.__name__), vars(module), module.__name__, classes, True)
         for item in items:
-            frozen.add(("test", item.nodeid, "function"), item_function(item))
-            frozen.add(("test", item.nodeid, "__code__"), item_code(item))
+            frozen.group(("test", item.nodeid))
+            frozen.add("function", item_function(item))
+            frozen.add("__code__", item_code(item))
         return frozen
 
     def check(self, items: list[pytest.Item] | None = None, full: bool = True) -> None:
@@ -107,7 +108,7 @@ class ResultRecorder:
             return
         now = self.snapshot() if full else self._freeze_registry(Frozen(), self.config.pluginmanager)
         evidence = self._changes(self.base if full else self.registry, now)
-        if self.tests.keys:
+        if self.tests.names:
             evidence += self._changes(self.tests, self.test_snapshot(items or []))
         for module in test_modules(items or []):
             evidence += module_problems(module)
