@@ -46,6 +46,8 @@ OUTPUT_BYTES = 256 * 1024
 AGENT_PROCESSES = 1024
 """pids.max of an agent's cgroup: an agent runs shells, test runs and language servers, a fork bomb far more."""
 BRIDGE = "soak.agent.bridge"
+NOT_KEPT = "not-kept.txt"
+"""Written beside an agent's kept transcript files when a file its adapter keeps was left behind: its name and why."""
 
 
 class Attempt(Protocol):
@@ -213,22 +215,35 @@ class AgentRounds:
             await asyncio.gather(job, return_exceptions=True)
             raise
         finally:
-            self._keep(home, keep)
+            await asyncio.to_thread(self._keep, home, keep)
             if job.done() and job.exception() is None:  # also what an agent cut off by the wall budget printed
                 self.core.layout.agent_output(number).write_text(job.result().output)
 
     def _keep(self, home: Path, keep: Path) -> None:
-        """Copy the agent's own transcript files out of its HOME, then delete the HOME. Only regular files that lie in
-        the HOME: the agent (dead by now) may have left links there to any file of the host, or a pipe."""
+        """Copy the agent's own transcript files out of its HOME, then delete the HOME; run in a thread, as a HOME the
+        agent left deep takes a while. Only readable regular files that lie in the HOME: the agent (dead by now) may
+        have left links there to any file of the host, a pipe, or a file it made unreadable. What is left behind is
+        named in NOT_KEPT."""
         keep.mkdir(parents=True, exist_ok=True)
+        left = []
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
                 source = Path(found)
-                if source.resolve() != source or not source.is_file():
+                name = source.relative_to(home)
+                try:
+                    regular = source.resolve() == source and source.is_file()
+                except (OSError, RuntimeError):  # a loop of links
+                    regular = False
+                if not regular:
+                    left.append(f"{name}: a link, or not a regular file")
                     continue
-                target = keep / source.relative_to(home)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
+                try:
+                    (keep / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, keep / name)
+                except OSError as error:
+                    left.append(f"{name}: {error.strerror or error}")
+        if left:
+            (keep / NOT_KEPT).write_text("\n".join(left) + "\n")
         remove_tree(home)
 
 

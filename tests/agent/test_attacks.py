@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from soak.agent.adapters import adapter_for
-from soak.agent.external import OUTPUT_BYTES, AgentRounds
+from soak.agent.external import NOT_KEPT, OUTPUT_BYTES, AgentRounds
 from soak.record.schema import TaskRow
 from soak.tasks.suites import load_suites
 from tests.helpers import EXERCISM_SUITE, script_night
@@ -383,18 +383,21 @@ def test_an_entry_file_linked_to_the_reference_outside_the_jail_is_not_judged(ja
 
 def test_links_in_the_agents_home_are_not_kept_as_its_transcript(tmp_path):
     """The adapter's transcript globs are copied out of HOME after each run: a link the agent planted there (to a file
-    only soak can read, to a device that never ends, to a folder elsewhere) or a pipe is left behind, a plain file
-    kept."""
+    only soak can read, to a device that never ends, to a folder elsewhere) or a pipe is left behind and named, a plain
+    file kept."""
     outside = tmp_path / "outside"
     (outside / "sessions").mkdir(parents=True)
     (outside / "sessions" / "outside.json").write_text("{}")
     (outside / "reference.py").write_text("the answer")
     keep = AgentRounds(SimpleNamespace(adapter=adapter_for("hermes")), None, None)._keep
 
-    def kept(home: Path) -> list[str]:
-        keep(home, tmp_path / "keep" / home.name)
-        return [str(p.relative_to(tmp_path / "keep" / home.name)) for p in (tmp_path / "keep").rglob("*")
-                if p.is_file() and p.is_relative_to(tmp_path / "keep" / home.name)]
+    def kept(home: Path) -> tuple[list[str], list[str]]:
+        """The files kept from `home`, and the lines of NOT_KEPT that name what was left behind."""
+        folder = tmp_path / "keep" / home.name
+        keep(home, folder)
+        note = folder / NOT_KEPT
+        files = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != note]
+        return files, sorted(note.read_text().splitlines())
 
     linked_files = tmp_path / "files"
     sessions = linked_files / ".hermes" / "sessions"
@@ -403,9 +406,11 @@ def test_links_in_the_agents_home_are_not_kept_as_its_transcript(tmp_path):
     (sessions / "zero.json").symlink_to("/dev/zero")
     os.mkfifo(sessions / "pipe.json")
     (linked_files / "usage.json").symlink_to(outside / "reference.py")
-    assert kept(linked_files) == [".hermes/sessions/session.json"]
+    assert kept(linked_files) == ([".hermes/sessions/session.json"], [
+        f"{name}: a link, or not a regular file"
+        for name in (".hermes/sessions/pipe.json", ".hermes/sessions/zero.json", "usage.json")])
     linked_folder = tmp_path / "folder"
     linked_folder.mkdir()
     (linked_folder / "usage.json").write_text("{}")
     (linked_folder / ".hermes").symlink_to(outside)
-    assert kept(linked_folder) == ["usage.json"]
+    assert kept(linked_folder) == (["usage.json"], [".hermes/sessions/outside.json: a link, or not a regular file"])

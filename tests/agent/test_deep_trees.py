@@ -1,7 +1,8 @@
 """Attribution by evidence: a directory chain 5,000 deep (past the recursion limit of any recursive walk, past PATH_MAX
-for a path-based one) left by an agent in its workspace or made by a solution at import ends the attempt as the
-model's (`no_artifact`, `fail`) under bubblewrap and the unshare fallback, never `harness_error`; a redo of an attempt
-cut short removes the chain it left without recursion."""
+for a path-based one) left by an agent in its workspace or its HOME or made by a solution at import ends the attempt
+as the model's (`no_artifact`, `fail`) under bubblewrap and the unshare fallback, never `harness_error`, and its HOME
+is removed off the night's event loop; what the agent left unreadable among its transcripts is named, not kept; a redo
+of an attempt cut short removes the chain it left without recursion."""
 
 import asyncio
 import inspect
@@ -14,9 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from soak.agent import external
+from soak.agent.adapters import adapter_for
 from soak.night.loop import Attempt
 from soak.record.schema import RunLimits, TaskRow
-from tests.agent.test_attacks import ENTRY
+from tests.agent.test_attacks import ENTRY, night
 from tests.helpers import script_night
 from tests.night.test_loop import FakeTasks, new_folder, run, tasks_of
 
@@ -58,6 +61,22 @@ print("wrote", entry)
 '''
 
 
+HOME_LEFT = f'''
+import os
+{CHAIN}
+home = os.environ["HOME"]
+with open(os.path.join(home, "chat.md"), "w") as chat:
+    chat.write("made unreadable")
+os.chmod(os.path.join(home, "chat.md"), 0)
+os.mkfifo(os.path.join(home, "llm.log"))
+os.symlink("loop.json", os.path.join(home, "loop.json"))
+chain(home, {DEPTH})
+print("left", home)
+'''
+"""An agent that leaves in its HOME, under the names its adapter keeps, a file it made unreadable, a pipe and a link
+to itself, and the chain beside them; it writes no entry file."""
+
+
 @pytest.fixture
 def removed(tmp_path):
     """The test's folder, removed afterwards by a remover that walks any depth (pytest's own would recurse)."""
@@ -75,6 +94,38 @@ def test_a_deep_chain_ends_the_attempt_as_the_models(jail, fast_sim, data_dir, r
     path = script_night(removed, base_url, script, budgets="task_seconds = 60")
     [row] = pd.read_csv(path / "tasks.csv", keep_default_na=False).to_dict("records")
     assert (row["outcome"], evidence in row["error_tail"]) == (outcome, True), row["error_tail"]
+
+
+@pytest.mark.slow
+def test_a_home_left_deep_and_unreadable_ends_the_attempt_as_the_agents(jail, fast_sim, data_dir, removed,
+                                                                       monkeypatch):
+    def keeping(name: str):
+        return adapter_for(name).model_copy(update={"transcripts": ("chat.md", "llm.log", "loop.json")})
+
+    removing_in_the_loop: list[bool] = []
+
+    def removing(path: Path) -> None:
+        try:
+            asyncio.get_running_loop()
+            removing_in_the_loop.append(True)
+        except RuntimeError:
+            removing_in_the_loop.append(False)
+        remove_tree(path)
+
+    remove_tree = external.remove_tree
+    monkeypatch.setattr(external, "adapter_for", keeping)
+    monkeypatch.setattr(external, "remove_tree", removing)
+    _, base_url = fast_sim()
+    done = night(removed, base_url, HOME_LEFT)
+    assert done.row["outcome"] == "no_artifact", done.row["error_tail"]
+    home = Path(done.output().split("left ")[1].split()[0])
+    assert not home.exists() and removing_in_the_loop == [False]
+    kept = next(done.path.glob("work/*/*/round-1/agent"))
+    readable = os.geteuid() == 0  # root reads a file whatever its mode
+    assert (kept / "chat.md").is_file() is readable and not (kept / "llm.log").exists()
+    assert (kept / external.NOT_KEPT).read_text().splitlines() == [
+        *([] if readable else ["chat.md: Permission denied"]),
+        "llm.log: a link, or not a regular file", "loop.json: a link, or not a regular file"]
 
 
 @pytest.fixture(scope="module")
