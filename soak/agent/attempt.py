@@ -34,7 +34,8 @@ from soak.record.schema import (
     RoundRow,
     TaskRow,
 )
-from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, tests_touched, too_large
+from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, too_large
+from soak.sandbox.touched import tests_touched
 from soak.tasks.spec import TaskSpec
 
 INFRA_STATUSES = frozenset({"connection", "http_5xx", "stalled", "truncated"})

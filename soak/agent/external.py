@@ -36,7 +36,8 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.record.layout import AttemptLayout
 from soak.record.schema import CallRow, RoundRow, TaskRow
-from soak.sandbox.jail import Contained, ResourceLimits, launch, remove_tree, wrap
+from soak.sandbox.disk import remove_tree
+from soak.sandbox.jail import Contained, ResourceLimits, launch, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
 from soak.sandbox.visible import allow_listed, module_file, run_module, venv_dirs

@@ -17,7 +17,7 @@ from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, Outcome, RoundRow, RunInfo, RunLimits, Session, TaskRow
-from soak.sandbox.jail import remove_tree
+from soak.sandbox.disk import remove_tree
 from soak.tasks.spec import TaskSpec
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}

@@ -18,7 +18,6 @@ makes the outcome `tampered`. A pass needs none of it and exactly the trusted te
 tampering cannot be excluded is in the README's sandbox section.
 """
 import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -39,14 +38,14 @@ from pydantic import BaseModel
 from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
 from soak.sandbox import scan
+from soak.sandbox.disk import remove_tree
+from soak.sandbox.events import Events, read_events
 from soak.sandbox.jail import (
     Contained,
     MiB,
     ResourceLimits,
-    entries,
     isolation_kind,
     launch,
-    remove_tree,
     rlimit_setter,
     wrap,
 )
@@ -67,7 +66,7 @@ SCAN_LIMITS = ResourceLimits(address_space_bytes=1024 * MiB)
 """The scan's memory: a source that parses into more is said, not scanned."""
 SCAN_COMMAND = [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(PACKAGE_DIR.parent)!r}); "
                 "from soak.sandbox.scan import main; main()"]
-"""The scan alone, without site: its module imports the standard library and soak.python_ast only."""
+"""The scan alone, without site: its modules import the standard library and soak.python_ast only."""
 TestResult = Literal["pass", "fail", "timeout", "error", "tampered"]
 """What the tests found of one solution (the attempt's Outcome is decided from it by soak.agent.attempt)."""
 
@@ -92,104 +91,6 @@ class Verdict(BaseModel):
     """Head and tail of pytest's output."""
     suspicious: str = ""
     """Reward-hack signatures soak.sandbox.scan found in the source ("; "-joined); never changes the outcome."""
-
-
-@dataclass
-class Events:
-    """What the result channel said, checked line by line: only what the recorder wrote, in its order."""
-
-    started: bool = False
-    collected: list[str] | None = None
-    prints: dict[str, str] = field(default_factory=dict)
-    collection_errors: list[dict[str, str]] = field(default_factory=list)
-    reports: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    first_failure: dict[str, str] | None = None
-    exitstatus: int | None = None
-    running_test: str = ""
-    evidence: list[str] = field(default_factory=list)
-    """Tampering: what the recorder caught in the act, and what the channel itself shows (forged or disordered
-    lines, duplicate or contradicting results)."""
-
-    def passed(self) -> set[str]:
-        """Tests whose setup, call and teardown all passed."""
-        good = {node for (node, when), r in self.reports.items() if when == "call" and r["outcome"] == "passed"}
-        bad = {node for (node, _), r in self.reports.items() if r["outcome"] != "passed"}
-        return good - bad
-
-    def failed(self) -> bool:
-        return any(r["outcome"] == "failed" for r in self.reports.values())
-
-
-def sign(secret: bytes, payload: str) -> str:
-    """The MAC of one channel line (soak.sandbox.plugin.channel.Channel computes the same)."""
-    return hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
-
-
-def read_events(data: bytes, secret: bytes) -> Events:
-    """Parse the channel; the first line the recorder did not write (bad MAC, out of order) ends what is believed."""
-    found = Events()
-
-    def wrong(text: str) -> None:
-        found.evidence.append(f"result channel: {text}")
-
-    lines = data.split(b"\n")
-    for seq, raw in enumerate(lines[:-1]):  # The last piece is empty, or a line cut off when the process died.
-        mac, _, payload = raw.decode(errors="replace").partition(" ")
-        try:
-            event = json.loads(payload)
-            valid = hmac.compare_digest(mac, sign(secret, payload)) and isinstance(event, dict)
-        except ValueError:
-            valid = False
-        if not valid:
-            wrong(f"line {seq + 1} was not written by the recorder")
-            break
-        if event.get("seq") != seq:
-            wrong(f"line {seq + 1} out of order (seq {event.get('seq')!r})")
-            break
-        kind = event.get("event")
-        try:
-            if found.exitstatus is not None:
-                wrong(f"a {kind!r} event after the session finished")
-            elif kind == "start":
-                if found.started:
-                    wrong("a second session start")
-                found.started = True
-            elif not found.started:
-                wrong(f"a {kind!r} event before the session started")
-            elif kind == "collect_error":
-                if found.collected is not None:
-                    wrong("a collection error after the collection finished")
-                found.collection_errors.append({k: str(event[k]) for k in ("nodeid", "kind", "tail")})
-            elif kind == "collected":
-                if found.collected is not None:
-                    wrong("a second collection")
-                found.collected = [str(node) for node in event["items"]]
-                found.prints = {str(k): str(v) for k, v in event["prints"].items()}
-            elif kind == "begin":
-                if found.collected is None:
-                    wrong("a test began before the collection finished")
-                found.running_test = str(event["nodeid"])
-            elif kind == "report":
-                node, when = str(event["nodeid"]), str(event["when"])
-                if found.collected is None or node not in found.collected:
-                    wrong(f"a result for {node}, which was not collected")
-                elif (node, when) in found.reports:
-                    wrong(f"a second {when} result for {node}")
-                report = {k: str(event[k]) for k in ("outcome", "kind", "tail")}
-                found.reports.setdefault((node, when), report)
-                if report["outcome"] == "failed" and found.first_failure is None:
-                    found.first_failure = {"nodeid": node, "kind": report["kind"], "tail": report["tail"]}
-                if when == "teardown":
-                    found.running_test = ""
-            elif kind == "tampered":
-                found.evidence.extend(str(line) for line in event["evidence"])
-            elif kind == "finish":
-                found.exitstatus = int(event["exitstatus"])
-            else:
-                wrong(f"an unknown event {kind!r}")
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            wrong(f"a malformed {kind!r} event ({type(error).__name__})")
-    return found
 
 
 @dataclass
@@ -457,43 +358,6 @@ class Scan:
         return "; ".join(found)
 
 
-PYTHON_SETUP = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
-                          "usercustomize.py", "__pycache__"})
-"""Names that configure pytest or Python where they lie, or hold the bytecode Python would load instead of a source."""
-
-
-def tests_touched(workspace: Path, task: TaskSpec) -> list[str]:
-    """What in `workspace` would configure pytest or Python (PYTHON_SETUP, `.pth`, `.pyc`) or mimics the tests (a
-    `test_*.py`, `*_test.py` or a file named like one of the task's tests or helpers that is not a pristine copy of
-    it), relative, sorted. The judge runs none of it: it takes the entry file's source alone beside fresh copies of
-    the task's files; the list tells which attempts tried anyway."""
-    pristine = {**task.support, **task.tests}
-    found: list[str] = []
-    for here, name, _ in entries(workspace):
-        setup = name in PYTHON_SETUP or name.endswith((".pth", ".pyc"))
-        if not (setup or mimics_tests(name, pristine)) or "__pycache__" in here.parts:
-            continue
-        path = str(here / name)
-        if setup or path != task.entry and not copied(workspace / path, pristine.get(path)):
-            found.append(path)
-    return sorted(found)
-
-
-def mimics_tests(name: str, pristine: dict[str, str]) -> bool:
-    return name in pristine or name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def copied(path: Path, text: str | None) -> bool:
-    """`path` is a regular file holding exactly `text` (a symlink, a pipe or a device is never read)."""
-    if text is None:
-        return False
-    try:
-        info = os.lstat(path)
-        return stat.S_ISREG(info.st_mode) and info.st_size == len(text.encode()) and path.read_bytes() == text.encode()
-    except OSError:
-        return False
-
-
 def judge(
     task: TaskSpec, source: str, *, keep_dir: Path | None = None, limits: ResourceLimits | None = None,
     kind: str | None = None, stop: threading.Event | None = None,
@@ -579,4 +443,4 @@ def too_large(task: TaskSpec, found: TooLarge, keep_dir: Path | None) -> Verdict
     return keep(found.verdict(task.entry), task, found.head.decode(errors="replace"), keep_dir)
 
 
-__all__ = ["ResourceLimits", "Verdict", "isolation_kind", "judge", "tests_touched"]
+__all__ = ["ResourceLimits", "Verdict", "isolation_kind", "judge"]

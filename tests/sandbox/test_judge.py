@@ -16,9 +16,10 @@ import uuid
 import psutil
 import pytest
 
-from soak.sandbox import jail
+from soak.sandbox import disk, jail, touched
 from soak.sandbox import judge as sandbox
-from soak.sandbox.judge import Events, judge, read_events, sign
+from soak.sandbox.events import Events, read_events, sign
+from soak.sandbox.judge import judge
 from soak.sandbox.validate import always_equal_source, solution_names
 from soak.tasks.spec import TaskSpec
 from soak.tasks.suites import load_suites
@@ -447,16 +448,16 @@ def test_tests_touched_names_what_configures_pytest_or_mimics_the_tests_and_read
     for name, text in files.items():
         (ws / name).write_text(text)
     os.mkfifo(ws / "test_solution.py")  # read, it would block: a name of the task's tests is compared only as a file
-    assert sandbox.tests_touched(ws, task) == sorted([
+    assert touched.tests_touched(ws, task) == sorted([
         "conftest.py", "evil.pth", "pkg/__pycache__", "pkg/pytest.ini", "pkg/test_solution.py", "pkg/widget_test.py",
         "pyproject.toml", "setup.cfg", "sitecustomize.py", "stray.pyc", "test_extra.py", "test_solution.py",
         "tox.ini", "usercustomize.py"])
     (ws / "test_solution.py").unlink()
     (ws / "test_solution.py").write_text(task.tests["test_solution.py"])  # a pristine copy is no change
     (ws / "helpers.py").write_text("y = 3\n")  # a changed helper is
-    touched = sandbox.tests_touched(ws, task)
-    assert "test_solution.py" not in touched and "helpers.py" in touched
-    assert sandbox.tests_touched(tmp_path / "never-made", task) == []
+    found = touched.tests_touched(ws, task)
+    assert "test_solution.py" not in found and "helpers.py" in found
+    assert touched.tests_touched(tmp_path / "never-made", task) == []
 
 
 def test_a_tree_deeper_than_the_recursion_limit_is_walked_measured_and_removed(tmp_path):
@@ -471,10 +472,10 @@ def test_a_tree_deeper_than_the_recursion_limit_is_walked_measured_and_removed(t
             os.close(parent)
         os.close(os.open("conftest.py", os.O_WRONLY | os.O_CREAT, dir_fd=folder))
         os.close(folder)
-        touched = sandbox.tests_touched(deep, DOUBLE)
-        assert len(touched) == 1 and touched[0].endswith("a/conftest.py")
-        assert not jail.too_big((deep,), 1 << 20) and jail.too_big((deep,), 1 << 20, max_entries=100)
-        jail.remove_tree(deep)
+        found = touched.tests_touched(deep, DOUBLE)
+        assert len(found) == 1 and found[0].endswith("a/conftest.py")
+        assert not disk.too_big((deep,), 1 << 20) and disk.too_big((deep,), 1 << 20, max_entries=100)
+        disk.remove_tree(deep)
         assert not deep.exists()
     finally:
         subprocess.run(["rm", "-rf", str(deep)], check=True)
@@ -497,11 +498,11 @@ def test_a_chain_deeper_than_path_max_is_walked_handed_over_and_removed(tmp_path
         os.chmod("shell", 0o4755, dir_fd=folder)
     finally:
         os.close(folder)
-    found = [(len(here.parts), name, info.st_mode) for here, name, info in jail.entries(top) if name == "shell"]
+    found = [(len(here.parts), name, info.st_mode) for here, name, info in disk.entries(top) if name == "shell"]
     assert len(found) == 1 and found[0][0] == 1500 and found[0][2] & stat.S_ISUID
-    assert jail.too_big((top,), 1 << 19) and not jail.too_big((top,), 2 << 20)
+    assert disk.too_big((top,), 1 << 19) and not disk.too_big((top,), 2 << 20)
     jail.give([str(top)], os.getuid(), os.getgid())
-    [(_, _, mode)] = [(0, name, info.st_mode) for _, name, info in jail.entries(top) if name == "shell"]
+    [(_, _, mode)] = [(0, name, info.st_mode) for _, name, info in disk.entries(top) if name == "shell"]
     assert not mode & (stat.S_ISUID | stat.S_ISGID)
-    jail.remove_tree(top)
+    disk.remove_tree(top)
     assert not top.exists()
