@@ -13,6 +13,9 @@ from soak.record.layout import AttemptLayout
 from soak.record.transcript import TranscriptLine, read_transcript
 
 M = TypeVar("M", bound=BaseModel)
+AIDER_LOG_BYTES = 16 << 20
+"""How much of aider's LLM log the export reads: the agent writes it, so its size is the agent's to choose (up to its
+disk cap), and the log repeats the whole conversation with every request."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,13 @@ class AgentRound:
     """The tool schemas the agent declared, where its transcript keeps them (Hermes)."""
     source: str = ""
     """The file read, relative to the attempt folder; empty when the agent left none soak reads."""
+    cut_at: int | None = None
+    """How many bytes of `source` were read, where it was longer than the export reads."""
+
+    @property
+    def read_from(self) -> str:
+        """`source` as the export names it, with where it was cut."""
+        return f"{self.source} (its first {self.cut_at} bytes)" if self.cut_at else self.source
 
 
 def soak_messages(attempt: AttemptLayout) -> list[Message]:
@@ -143,8 +153,11 @@ def agent_round(attempt: AttemptLayout, number: int, thread: str) -> AgentRound:
         found.messages = chat_lines(read_model(path, MiniTrajectory).messages, thread, number)
         found.source = relative(path, attempt.path)
     elif (path := folder / "llm.log").is_file():
-        found.messages = aider_lines(path.read_text(errors="replace"), thread, number)
+        with path.open("rb") as log:
+            head = log.read(AIDER_LOG_BYTES + 1)
+        found.messages = aider_lines(head[:AIDER_LOG_BYTES].decode(errors="replace"), thread, number)
         found.source = relative(path, attempt.path)
+        found.cut_at = AIDER_LOG_BYTES if len(head) > AIDER_LOG_BYTES else None
     return found
 
 

@@ -176,7 +176,7 @@ def agent_trajectory(attempt: Exported) -> Trajectory | None:
     for number, calls in calls_by_round(record, numbers).items():
         thread_name = f"round-{number}"
         said = agent_round(record.layout, number, thread_name)
-        sources += [said.source] if said.source else []
+        sources += [said.read_from] if said.source else []
         ran = ToolCall(tool_call_id=thread_name, function_name=RUN_AGENT, arguments={"round": number})
         harness.add(source="agent", message=f"Round {number}: run {row.agent} in the task's workspace, then judge the "
                     "file it leaves with the task's tests.", tool_calls=[ran], llm_call_count=0,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from soak.export import conversation
 from soak.export.conversation import agent_round
 from soak.record.layout import AttemptLayout
 
@@ -54,7 +55,7 @@ def round_folder(tmp_path: Path, files: dict[str, str]) -> AttemptLayout:
 
 def test_aiders_llm_history_gives_its_prompt_its_examples_as_context_and_every_reply(tmp_path):
     said = agent_round(round_folder(tmp_path, {"llm.log": AIDER_LOG}), 1, "round-1")
-    assert said.source == "round-1/agent/llm.log"
+    assert said.source == said.read_from == "round-1/agent/llm.log"
     assert [(m.line.role, m.line.content, m.context) for m in said.messages] == [
         ("system", "Act as an expert software developer.\n\n\nReply in English.", False),
         ("user", "Change the greeting", True),
@@ -64,6 +65,15 @@ def test_aiders_llm_history_gives_its_prompt_its_examples_as_context_and_every_r
         ("user", "Fix the lint errors.", False),
         ("assistant", "Fixed.", False),
     ]
+
+
+def test_aiders_llm_history_is_read_up_to_its_cap_and_the_export_names_the_cut(tmp_path, monkeypatch):
+    """The agent writes the log, so its size is the agent's to choose: the export reads its head only."""
+    head = AIDER_LOG[:AIDER_LOG.index("TO LLM 2026-12-02T00:57:13")]
+    monkeypatch.setattr(conversation, "AIDER_LOG_BYTES", len(head))
+    said = agent_round(round_folder(tmp_path, {"llm.log": AIDER_LOG}), 1, "round-1")
+    assert said.read_from == f"round-1/agent/llm.log (its first {len(head)} bytes)"
+    assert [m.line.content for m in said.messages][-1] == 'two_fer.py\n```\ndef two_fer(name="you"):\n```'
 
 
 def test_a_hermes_session_gives_its_system_prompt_tools_and_messages(tmp_path):
