@@ -31,9 +31,10 @@ def run_file_tool(call: ToolCall, workspace: Path) -> tuple[str, str | None]:
     args = call.args() or {}
     path = args["path"]
     root = workspace.resolve()
-    target = (root / path).resolve()
-    # The verdict checked the text; resolving also catches symlinks that point out of the workspace.
-    if not target.is_relative_to(root) or target == root:
+    # The verdict checked the text; resolving also catches symlinks that point out of the workspace. No path holds a
+    # NUL byte (the OS refuses it before any file is touched).
+    target = None if "\0" in path else (root / path).resolve()
+    if target is None or not target.is_relative_to(root) or target == root:
         return f"error: {path!r} is not a file inside the workspace", None
     try:
         if call.name == "read_file":

@@ -412,6 +412,15 @@ def test_a_lone_surrogate_from_the_model_is_judged_on_its_merits(task: TaskSpec,
     assert "\ufffd" in transcript + source and LONE not in result.row.model_dump_json() + str(result.calls)
 
 
+def test_a_path_no_file_can_have_is_answered_as_the_models_error(task: TaskSpec, tmp_path: Path):
+    result, lead, coder = scripted(task, tmp_path, [DELEGATE, DONE],
+                                   [write(task.reference, "solution\0.py"), write(task.reference), DONE])
+    assert result.row.outcome == "pass", result.row.error_tail
+    assert_script_served(result, lead, coder)
+    replies = [line["content"] for line in result.transcript() if line["role"] == "tool"]
+    assert replies[0] == "error: 'solution\\x00.py' is not a file inside the workspace"
+
+
 def test_harness_error_keeps_the_traceback(task: TaskSpec, tmp_path: Path):
     def broken_judge(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("sandbox exploded")
