@@ -222,30 +222,40 @@ class AgentRounds:
 
     def _keep(self, home: Path, keep: Path) -> None:
         """Copy the agent's own transcript files out of its HOME, then delete the HOME; run in a thread, as a HOME the
-        agent left deep takes a while. Only readable regular files that lie in the HOME: the agent (dead by now) may
-        have left links there to any file of the host, a pipe, or a file it made unreadable. What is left behind is
-        named in NOT_KEPT."""
+        agent left deep takes a while. Only readable regular files that lie in the HOME, named in UTF-8: the agent
+        (dead by now) may have left links there to any file of the host, a pipe, or a file it made unreadable. What is
+        left behind is named in NOT_KEPT."""
         keep.mkdir(parents=True, exist_ok=True)
         left = []
         for pattern in self.agent.adapter.transcripts:
             for found in glob.glob(str(home / pattern)):
                 source = Path(found)
                 name = source.relative_to(home)
-                try:
-                    regular = source.resolve() == source and source.is_file()
-                except (OSError, RuntimeError):  # a loop of links
-                    regular = False
-                if not regular:
-                    left.append(f"{name}: a link, or not a regular file")
-                    continue
-                try:
-                    (keep / name).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, keep / name)
-                except OSError as error:
-                    left.append(f"{name}: {error.strerror or error}")
+                if not (why := unkept(source)):
+                    try:
+                        (keep / name).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(source, keep / name)
+                    except OSError as error:
+                        why = error.strerror or str(error)
+                left += [f"{name}: {why}"] if why else []
         if left:
-            (keep / NOT_KEPT).write_text("\n".join(left) + "\n")
+            (keep / NOT_KEPT).write_text("\n".join(left) + "\n", errors="backslashreplace")
         remove_tree(home)
+
+
+def unkept(source: Path) -> str:
+    """Why a file of an agent's HOME that its adapter keeps stays there; "" for a regular file that lies in the HOME
+    (no link on the way), named in UTF-8 (no report or export could name it otherwise)."""
+    try:
+        str(source).encode()
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8"
+    try:
+        if source.resolve() == source and source.is_file():
+            return ""
+    except (OSError, RuntimeError):  # a loop of links
+        pass
+    return "a link, or not a regular file"
 
 
 class AgentNight:

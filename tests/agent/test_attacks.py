@@ -383,8 +383,8 @@ def test_an_entry_file_linked_to_the_reference_outside_the_jail_is_not_judged(ja
 
 def test_links_in_the_agents_home_are_not_kept_as_its_transcript(tmp_path):
     """The adapter's transcript globs are copied out of HOME after each run: a link the agent planted there (to a file
-    only soak can read, to a device that never ends, to a folder elsewhere) or a pipe is left behind and named, a plain
-    file kept."""
+    only soak can read, to a device that never ends, to a folder elsewhere), a pipe or a file whose name is no UTF-8
+    (no report or export could name it) is left behind and named, a plain file kept."""
     outside = tmp_path / "outside"
     (outside / "sessions").mkdir(parents=True)
     (outside / "sessions" / "outside.json").write_text("{}")
@@ -405,10 +405,12 @@ def test_links_in_the_agents_home_are_not_kept_as_its_transcript(tmp_path):
     (sessions / "session.json").write_text("{}")
     (sessions / "zero.json").symlink_to("/dev/zero")
     os.mkfifo(sessions / "pipe.json")
+    os.close(os.open(bytes(sessions) + b"/\xff.json", os.O_CREAT | os.O_WRONLY))
     (linked_files / "usage.json").symlink_to(outside / "reference.py")
     assert kept(linked_files) == ([".hermes/sessions/session.json"], [
-        f"{name}: a link, or not a regular file"
-        for name in (".hermes/sessions/pipe.json", ".hermes/sessions/zero.json", "usage.json")])
+        ".hermes/sessions/\\udcff.json: a name that is not UTF-8", *(
+            f"{name}: a link, or not a regular file"
+            for name in (".hermes/sessions/pipe.json", ".hermes/sessions/zero.json", "usage.json"))])
     linked_folder = tmp_path / "folder"
     linked_folder.mkdir()
     (linked_folder / "usage.json").write_text("{}")
