@@ -3,7 +3,7 @@
 import importlib
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import click
 
@@ -48,7 +48,7 @@ SUITE_HELP = "Suites, comma-separated: builtin, humaneval, exercism:PATH, dir:PA
 ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
-# --- tasks -------------------------------------------------------------------------------------
+# --- tasks and check ---------------------------------------------------------------------------
 
 
 @main.group()
@@ -79,9 +79,6 @@ def tasks_validate(suite: str, jobs: int, seed: int) -> None:
 
     ok = validate_tasks(load_suites(suite), jobs=jobs, seed=seed)
     sys.exit(0 if ok else 1)
-
-
-# --- check -------------------------------------------------------------------------------------
 
 
 @main.command()
@@ -118,7 +115,7 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
     route_command(list(runs), rules, output)
 
 
-# --- report ------------------------------------------------------------------------------------
+# --- report and export -------------------------------------------------------------------------
 
 
 @main.command()
@@ -135,9 +132,6 @@ def report(runs: tuple[str, ...], output: Path | None, over_factor: float) -> No
     from soak.report.render import report_command
 
     click.echo(str(report_command(list(runs), output, k=over_factor)))
-
-
-# --- export ------------------------------------------------------------------------------------
 
 
 @main.command()
@@ -171,7 +165,7 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
     sys.exit(1 if comparison.regressed else 0)
 
 
-# --- gate --------------------------------------------------------------------------------------
+# --- gate and doctor ---------------------------------------------------------------------------
 
 class GateName(click.Choice):
     """A gate of soak.decisions.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
@@ -208,22 +202,15 @@ class GateName(click.Choice):
               "sessions_ramp).")
 @click.option("--turns", type=int, help="sessions: turns per session ([gates] session_turns).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the results as JSON.")
-def gate(name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
-         metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
-         ramp: str | None, turns: int | None, output: Path | None) -> None:
+def gate(**flags: Any) -> None:
     """Numeric gates with explicit thresholds; each prints measured value, threshold, PASS/FAIL. Exit 1 on a FAIL.
 
     `sessions` answers how many concurrent, growing agent sessions the server keeps warm: it ramps the count of
     sessions until their later turns lose their cached history or slow down, and prints a table per count.
     """
-    from soak.decisions.gate import run_gate_command
+    from soak.decisions.gate import GateOptions, run_gate_command
 
-    ok = run_gate_command(name, config_path, role, base_url, model, metrics_url, tokens, threshold, transcript,
-                          output, ramp, turns)
-    sys.exit(0 if ok else 1)
-
-
-# --- doctor ------------------------------------------------------------------------------------
+    sys.exit(0 if run_gate_command(GateOptions(**flags)) else 1)
 
 
 @main.command()
@@ -232,14 +219,14 @@ def gate(name: str, config_path: Path | None, role: str, base_url: str | None, m
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--tries", default=3, show_default=True, help="Tool-call round trips per mode (streamed and not).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON instead of tables.")
-def doctor(config_path: Path | None, base_url: str | None, model: str | None, tries: int, as_json: bool) -> None:
+def doctor(**flags: Any) -> None:
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
     /metrics, prefix caching, context length; each problem with the fix. Also what the jail holds on this host
     (isolation, what agents and test runs read and write, network, run records). Exit 1 when the night would be
     wasted."""
     from soak.decisions.doctor import doctor_command
 
-    sys.exit(0 if doctor_command(config_path, base_url, model, tries, as_json) else 1)
+    sys.exit(0 if doctor_command(**flags) else 1)
 
 
 # --- try ---------------------------------------------------------------------------------------
@@ -252,12 +239,11 @@ def doctor(config_path: Path | None, base_url: str | None, model: str | None, tr
 @click.option("--base-url", help="Use this endpoint for both roles instead of the config's.")
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--mode", type=click.Choice(["delegate", "direct"]), help="Default: the config's mode (delegate).")
-def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | None, model: str | None,
-         mode: Literal["delegate", "direct"] | None) -> None:
+def try_(**flags: Any) -> None:
     """Run one task end to end and print each call and the result as tables. Exit 0 on pass, 1 otherwise."""
     from soak.night.trial import try_command
 
-    sys.exit(0 if try_command(task_ref, suite, config_path, base_url, model, mode) else 1)
+    sys.exit(0 if try_command(**flags) else 1)
 
 
 # --- run ---------------------------------------------------------------------------------------
@@ -267,13 +253,13 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="soak.toml")
 @click.option("--hours", type=float, help="Run this long (active time, summed over resumes).")
 @click.option("--minutes", type=float, help="Run this many minutes.")
-@click.option("--tasks", "max_tasks", type=int, help="Stop after this many finished task attempts.")
+@click.option("--tasks", type=int, help="Stop after this many finished task attempts.")
 @click.option("--suite", help=SUITE_HELP + " Default: the config's (builtin).")
 @click.option("--concurrency", type=int, help="Tasks in flight at once. Default: the config's (2).")
 @click.option("--seed", type=int, help="Seed of each cycle's shuffled order. Default: the config's (0).")
 @click.option("--run-id", help="Name of the run folder. Default: date-time plus a random suffix.")
 @click.option("--mode", type=click.Choice(["delegate", "direct", "agent"]), help="Default: the config's (delegate).")
-@click.option("--agent", "agent_name", metavar="NAME_OR_COMMAND",
+@click.option("--agent", metavar="NAME_OR_COMMAND",
               help="Soak an external agent (hermes, mini-swe-agent, aider, or a command line) instead of soak's loop.")
 @click.option("--base-url", help="Quick set-up: this OpenAI-compatible endpoint serves both roles.")
 @click.option("--model", help="Model name for --base-url.")
@@ -290,11 +276,7 @@ def try_(task_ref: str, suite: str, config_path: Path | None, base_url: str | No
               help="A rehearsal in about two minutes: soak starts `soak sim --scenario rehearsal` as both roles and "
                    "runs one pass over the built-in bank (passes, revisions, over-iteration, mangled tool calls, a "
                    "server restart), then renders the report.")
-def run(config_path: Path | None, hours: float | None, minutes: float | None, max_tasks: int | None,
-        suite: str | None, concurrency: int | None, seed: int | None, run_id: str | None, mode: str | None,
-        agent_name: str | None, base_url: str | None, model: str | None, routing: Path | None,
-        metrics_port: int | None, quiet: bool, resume: str | None, retry: str | None, detach: bool,
-        detached: bool, rehearse: bool) -> None:
+def run(retry: str | None, **flags: Any) -> None:
     """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
 
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
@@ -303,13 +285,7 @@ def run(config_path: Path | None, hours: float | None, minutes: float | None, ma
     from soak.night.lifecycle import RunOptions, run_command
     from soak.night.plan import parse_retry
 
-    options = RunOptions(
-        config_path=config_path, hours=hours, minutes=minutes, tasks=max_tasks, suite=suite, concurrency=concurrency,
-        seed=seed, run_id=run_id, mode=mode, agent=agent_name, base_url=base_url, model=model, routing=routing,
-        metrics_port=metrics_port, quiet=quiet, resume=resume, retry=parse_retry(retry), detach=detach,
-        detached=detached, rehearse=rehearse,
-    )
-    sys.exit(run_command(options))
+    sys.exit(run_command(RunOptions(**flags, retry=parse_retry(retry))))
 
 
 @main.command()
@@ -382,17 +358,17 @@ def runs() -> None:
 @click.option("--suite", default="builtin", show_default=True, help="Task suites the simulated coder knows.")
 @click.option("--state", type=click.Path(dir_okay=False, path_type=Path),
               help="File keeping the request count across restarts, so scheduled faults (crashes) fire once.")
-def sim_command(host: str, port: int, scenario: str, seed: int, engine: str, suite: str, state: Path | None) -> None:
+def sim_command(**flags: Any) -> None:
     """Serve a fault-injecting OpenAI-compatible endpoint; prints its base URL when ready, Ctrl-C stops.
 
     The crash fault exits the process with code 70, for rehearsing a supervisor's restarts.
     """
     from soak.sim.server import serve
 
-    serve(scenario, host, port, seed, engine, suite, state)
+    serve(**flags)
 
 
-# --- engine ------------------------------------------------------------------------------------
+# --- agent and engine --------------------------------------------------------------------------
 
 
 @main.group()
@@ -416,12 +392,9 @@ def agent_setup(name: str) -> None:
 @agent.command("list")
 def agent_list() -> None:
     """The built-in agents, their pinned packages and whether each is installed."""
-    from soak.agent.adapters import ADAPTERS, AgentInstall
+    from soak.agent.adapters import agent_lines
 
-    for adapter in ADAPTERS.values():
-        install = AgentInstall(adapter)
-        state = f"installed ({install.version()})" if install.read_stamp() else f"run `soak agent setup {adapter.name}`"
-        click.echo(f"{adapter.name:15} {adapter.package:24} {state}")
+    click.echo("\n".join(agent_lines()))
 
 
 @main.group()

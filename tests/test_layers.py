@@ -18,6 +18,7 @@ SOAK = REPO / "soak"
 CLI = "cli"
 BASE_SENTENCE = re.compile(r"\bThe base modules import only one another: ([^.;]*)\.")
 ORDER_SENTENCE = re.compile(r"\bThe stages, lowest first: ([^.;]*)[.;]")
+MAX_LINES = 450
 IMPORTS_SENTENCE = re.compile(r"\bImports ([^.;]*)[.;]")
 
 
@@ -190,6 +191,12 @@ def test_a_declared_upward_import_is_reported(tmp_path):
         "soak/record/__init__.py:1: lists night, which is not below record in the order of stages",
         f"soak/record/summary.py:{number}: record imports night (soak.night.loop), which soak/record/__init__.py "
         "does not allow"]
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {path.relative_to(REPO).as_posix(): lines for path in SOAK.rglob("*.py") if "_bank" not in path.parts
+            and (lines := path.read_text().count("\n")) > MAX_LINES}
+    assert long == {}, f"modules over {MAX_LINES} lines; split them by concept"
 
 
 def test_a_listed_import_nothing_makes_is_reported(tmp_path):

@@ -200,3 +200,13 @@ def setup_agent(name: str, say: Callable[[str], None], cache: Path | None = None
     install.stamp.write_text(json.dumps({"package": adapter.package, "version": version}))
     say(f"{adapter.name}: ready ({distribution} {version} in {install.venv})")
     return install
+
+
+def agent_lines() -> list[str]:
+    """`soak agent list`: each built-in agent, its pinned package and whether it is installed."""
+    lines = []
+    for adapter in ADAPTERS.values():
+        install = AgentInstall(adapter)
+        state = f"installed ({install.version()})" if install.read_stamp() else f"run `soak agent setup {adapter.name}`"
+        lines.append(f"{adapter.name:15} {adapter.package:24} {state}")
+    return lines

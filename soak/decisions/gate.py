@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from soak.config import Gates, SoakConfig
 from soak.decisions.probe import GateResult, Probe, ProbeFailed
@@ -249,23 +249,39 @@ def with_overrides(gates: Gates, name: str, tokens: int | None, threshold: float
     return gates.model_copy(update=overrides)
 
 
-def run_gate_command(
-    name: str, config_path: Path | None, role: str, base_url: str | None, model: str | None,
-    metrics_url: str | None, tokens: int | None, threshold: float | None, transcript: Path | None,
-    output: Path | None, ramp: str | None = None, turns: int | None = None,
-) -> bool:
+class GateOptions(BaseModel):
+    """`soak gate` flags; None means "not given" (soak.toml's [gates] or the gate's default decides)."""
+
+    name: str
+    """A gate of GATES, or `all`."""
+    config_path: Path | None = None
+    role: str = "coder"
+    base_url: str | None = None
+    model: str | None = None
+    metrics_url: str | None = None
+    tokens: int | None = None
+    threshold: float | None = None
+    transcript: Path | None = None
+    output: Path | None = None
+    ramp: str | None = None
+    turns: int | None = None
+
+
+def run_gate_command(options: GateOptions) -> bool:
     """Resolve the endpoint and thresholds, run the gate (`all`: every one), print and optionally save; True when
     all pass."""
     from soak.config import load_config, with_cli_endpoint
     from soak.paths import data_dir
 
-    config = with_cli_endpoint(load_config(config_path), base_url, model)
+    name, role, output, transcript = options.name, options.role, options.output, options.transcript
+    config = with_cli_endpoint(load_config(options.config_path), options.base_url, options.model)
     endpoint = config.endpoint_for(role)
-    gates = with_overrides(with_session_shape(config.gates, name, ramp, turns), name, tokens, threshold)
+    gates = with_overrides(with_session_shape(config.gates, name, options.ramp, options.turns), name, options.tokens,
+                           options.threshold)
     names = list(GATES) if name == "all" else [name]
     if name == "all" and transcript is None:
         transcript = latest_transcript(data_dir())
-    results = asyncio.run(gate_role(config, role, names, gates, transcript, metrics_url))
+    results = asyncio.run(gate_role(config, role, names, gates, transcript, options.metrics_url))
     for result in results:
         print(result.line())
         if result.levels:
