@@ -240,7 +240,8 @@ def next_steps(stats: RunStats, folder: Path, reason: str) -> list[str]:
     return lines
 
 
-def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
+def summary(stats: RunStats, reason: str, detail: str) -> Group:
+    """The end of a run: why it ended, its figures; `next_steps` follow it, printed unwrapped."""
     ended = {
         "deadline": "completed: the deadline passed",
         "tasks": "completed: the task limit was reached",
@@ -255,8 +256,6 @@ def summary(stats: RunStats, folder: Path, reason: str, detail: str) -> Group:
         stats.table(),
         Text(stats.signs()),
         Text(f"{span_text(active)} running over {len(stats.info.sessions)} session(s)"),
-        *(Text(line, style="bold" if line.startswith("next") else "") for line in
-          next_steps(stats, folder, reason)),
     ]
     return Group(*lines)
 

@@ -17,7 +17,7 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.night.loop import Attempt, Readiness, RunEnd, Runner, TaskFn
-from soak.night.progress import Current, QuietLines, RunStats, live_view, summary
+from soak.night.progress import Current, QuietLines, RunStats, live_view, next_steps, summary
 from soak.record.folder import RunFolder
 from soak.record.schema import RunInfo, TaskRow
 from soak.tasks.spec import TaskSpec
@@ -245,7 +245,9 @@ async def session(
         stats.grace = None if runner.length is None else runner.grace
         with nullcontext() if lines else live_view(stats, console):
             end = await runner.run()
-    console.print(summary(stats, folder.path, end.reason, end.detail))
+    console.print(summary(stats, end.reason, end.detail))
+    for line in next_steps(stats, folder.path, end.reason):  # whole lines: a path broken in two cannot be pasted
+        console.print(line, style="bold" if line.startswith("next") else "", soft_wrap=True)
     return end
 
 
