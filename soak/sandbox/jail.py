@@ -238,10 +238,16 @@ def exited(proc: subprocess.Popen) -> bool:
         return True
 
 
+FIRST_PAUSE, LAST_PAUSE = 0.0005, 0.01
+"""Polling for a process's end: what is awaited mostly ends within milliseconds and each poll's delay lies on the
+verdict's path, so the pauses start short and double up to the last."""
+
+
 def wait_exit(proc: subprocess.Popen, seconds: float) -> None:
-    end = time.monotonic() + seconds
+    end, pause = time.monotonic() + seconds, FIRST_PAUSE
     while not exited(proc) and time.monotonic() < end:
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(2 * pause, LAST_PAUSE)
 
 
 def processes(proc: subprocess.Popen, token: str, kind: str) -> list[psutil.Process]:
@@ -278,12 +284,13 @@ def dead(process: psutil.Process) -> bool:
 
 
 def wait_dead(procs: list[psutil.Process], seconds: float) -> None:
-    end = time.monotonic() + seconds
+    end, pause = time.monotonic() + seconds, FIRST_PAUSE
     pending = list({process.pid: process for process in procs}.values())
     while pending and time.monotonic() < end:
         pending = [process for process in pending if not dead(process)]
         if pending:
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(2 * pause, LAST_PAUSE)
 
 
 def namespace_init(status: int | None) -> list[psutil.Process]:
