@@ -14,6 +14,7 @@ CPU per proxied call with the ratio those allow when the cores are the bound, an
 (the ratio is only as steady as the machine).
 
     .venv/bin/python bench/proxy_overhead.py [--lanes 64] [--slices 6] [--seconds 3] [--memory-calls 2000]
+        [--baseline CHECKOUT]
 """
 
 import argparse
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx2
 import psutil
@@ -72,8 +74,14 @@ async def serve_proxy(upstream: str) -> None:
     print(json.dumps({**counts, "calls": ledger.calls, "recorded": ledger.totals.calls, "errors": errors}), flush=True)
 
 
-def start_proxy(upstream: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, __file__, "--serve-proxy", upstream], stdout=subprocess.PIPE, text=True)
+def start_proxy(upstream: str, checkout: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """This script's proxy process, or with `checkout` that checkout's (its own bench script, its soak first on the
+    path)."""
+    script, env = __file__, None
+    if checkout is not None:
+        script, env = str(checkout / "bench" / "proxy_overhead.py"), {**os.environ, "PYTHONPATH": str(checkout)}
+    process = subprocess.Popen([sys.executable, script, "--serve-proxy", upstream], stdout=subprocess.PIPE, text=True,
+                               env=env)
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     if not line.startswith("http"):
@@ -160,22 +168,31 @@ def cpu_seconds(process: psutil.Process) -> float:
     return sum(process.cpu_times()[:2])
 
 
-async def measure(urls: dict[str, str], proxy: psutil.Process, sim: psutil.Process, args: argparse.Namespace) -> int:
-    """Run the series and print them; the calls sent through the proxy (failed ones too)."""
+async def measure(urls: dict[str, str], proxies: dict[str, psutil.Process], sim: psutil.Process,
+                  args: argparse.Namespace) -> int:
+    """Run the series and print them; the calls sent through the proxy (failed ones too). `proxies`: the proxy and,
+    with --baseline, the baseline's, by their kind in `urls`."""
     limits = httpx2.Limits(max_connections=args.lanes * 2, max_keepalive_connections=args.lanes * 2)
     client = httpx2.AsyncClient(limits=limits, timeout=60)
     for url in urls.values():  # warm the connection pools, the proxy's upstream pool too
         await timed_slice(client, url, args.lanes, 0.5)
     series = {}
+    sliced = {kind: [0.0, 0] for kind in proxies}
+    """Each proxy's CPU seconds and calls in the slices of the first series."""
     for lanes, slices, seconds in ((args.lanes, args.slices, args.seconds), (1, args.slices, args.seconds / 2)):
         rates: dict[str, list[float]] = {kind: [] for kind in urls}
         ttfts: dict[str, list[float]] = {kind: [] for kind in urls}
         for index in range(slices):
             for kind in list(urls) if index % 2 == 0 else list(reversed(urls)):
+                cpu, sent = cpu_seconds(proxies[kind]) if kind in proxies else 0.0, SENT[urls[kind]]
                 rate, got = await timed_slice(client, urls[kind], lanes, seconds)
+                if kind in proxies and lanes == args.lanes:
+                    sliced[kind][0] += cpu_seconds(proxies[kind]) - cpu
+                    sliced[kind][1] += SENT[urls[kind]] - sent
                 rates[kind].append(rate)
                 ttfts[kind] += got
         series[lanes] = rates, ttfts
+    proxy = proxies["proxy"]
     processes = {"client": psutil.Process(), "sim": sim, "proxy": proxy}
     warm, before = mb(proxy), SENT[urls["proxy"]]
     cpu = {name: cpu_seconds(process) for name, process in processes.items()}
@@ -192,11 +209,14 @@ async def measure(urls: dict[str, str], proxy: psutil.Process, sim: psutil.Proce
                   f"{statistics.median(ttfts[kind]) * 1000:9.2f} ms {p90 * 1000:6.2f} ms   "
                   + ", ".join(f"{rate:.0f}" for rate in rates[kind]))
     rates, ttfts = series[args.lanes]
-    ratio = statistics.median(rates["proxy"]) / statistics.median(rates["direct"])
-    print(f"ratio proxy/direct calls/s, {args.lanes} lanes: {ratio:.3f} (target >= 0.90)")
+    for kind in proxies:
+        ratio = statistics.median(rates[kind]) / statistics.median(rates["direct"])
+        print(f"ratio {kind}/direct calls/s, {args.lanes} lanes: {ratio:.3f} (target >= 0.90)")
     for lanes, (_, ttfts) in series.items():
         added = (statistics.median(ttfts["proxy"]) - statistics.median(ttfts["direct"])) * 1000
         print(f"added TTFT median, {lanes} lane{'s' * (lanes > 1)}: {added:+.2f} ms (target <= 2 ms)")
+    print(f"CPU per call in the {args.lanes}-lane slices: "
+          + ", ".join(f"{kind} {cpu / calls * 1000:.3f} ms" for kind, (cpu, calls) in sliced.items()))
     print(f"proxy RSS after warm-up ({before} calls) {warm:.1f} MB, after "
           f"{args.memory_calls} more {end:.1f} MB: growth {end - warm:+.1f} MB (target < 5 MB); "
           f"proxy CPU {ms['proxy']:.2f} ms per call")
@@ -205,8 +225,9 @@ async def measure(urls: dict[str, str], proxy: psutil.Process, sim: psutil.Proce
     print(f"CPU per proxied call: client {ms['client']:.2f} ms, sim {ms['sim']:.2f} ms, proxy {ms['proxy']:.2f} ms; "
           f"bound by {os.cpu_count()} CPUs, the ratio can reach (client + sim) / all three = "
           f"{(ms['client'] + ms['sim']) / sum(ms.values()):.3f}")
+    kinds = {url: kind for kind, url in urls.items()}
     for url, errors in FAILED.items():
-        print(f"{len(errors)} failed calls to {url}: {', '.join(sorted(set(errors)))}")
+        print(f"{len(errors)} failed calls {kinds[url]} ({url}): {', '.join(sorted(set(errors)))}")
     return SENT[urls["proxy"]]
 
 
@@ -216,22 +237,34 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--memory-calls", type=int, default=2000)
+    parser.add_argument("--baseline", metavar="CHECKOUT", type=Path,
+                        help="a checkout of soak (a git worktree of an older commit, say) whose proxy runs beside this "
+                             "one, in the same interleaved slices: which costs less, where the machine is too busy for "
+                             "a steady ratio")
     parser.add_argument("--serve-proxy", metavar="UPSTREAM_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_proxy:
         asyncio.run(serve_proxy(args.serve_proxy))
         return
     sim, sim_url = start_subprocess(SCENARIO)
+    started: dict[str, subprocess.Popen] = {}
     try:
-        proxy, proxy_url = start_proxy(sim_url)
+        urls = {"direct": f"{sim_url}/chat/completions"}
+        for kind, checkout in (("proxy", None), ("baseline", args.baseline)):
+            if kind == "proxy" or checkout is not None:
+                started[kind], url = start_proxy(sim_url, checkout)
+                urls[kind] = f"{url}/chat/completions"
         try:
-            print(f"load average {load()}; sim {sim_url}, proxy {proxy_url.split('/a/')[0]}, {args.lanes} lanes, "
+            print(f"load average {load()}; sim {sim_url}, proxy {urls['proxy'].split('/a/')[0]}, {args.lanes} lanes, "
                   f"{args.slices} interleaved slices of {args.seconds:g} s each (1 lane: {args.seconds / 2:g} s)")
-            urls = {"direct": f"{sim_url}/chat/completions", "proxy": f"{proxy_url}/chat/completions"}
-            sent = asyncio.run(measure(urls, psutil.Process(proxy.pid), psutil.Process(sim.pid), args))
+            proxies = {kind: psutil.Process(process.pid) for kind, process in started.items()}
+            sent = asyncio.run(measure(urls, proxies, psutil.Process(sim.pid), args))
         finally:
-            proxy.terminate()
-            out, _ = proxy.communicate(timeout=30)
+            for process in started.values():
+                process.terminate()
+            out, _ = started["proxy"].communicate(timeout=30)
+            if "baseline" in started:
+                started["baseline"].communicate(timeout=30)
         counts = json.loads(out.strip().splitlines()[-1])
         print(f"proxy recorded {counts['rows']} rows ({counts['ok']} ok with TTFT and usage) of {sent} calls sent; "
               f"its attempt counted {counts['calls']} calls and recorded {counts['recorded']}")
