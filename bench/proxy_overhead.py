@@ -184,10 +184,10 @@ async def measure(urls: dict[str, str], proxies: dict[str, psutil.Process], sim:
         ttfts: dict[str, list[float]] = {kind: [] for kind in urls}
         for index in range(slices):
             for kind in list(urls) if index % 2 == 0 else list(reversed(urls)):
-                cpu, sent = cpu_seconds(proxies[kind]) if kind in proxies else 0.0, SENT[urls[kind]]
+                spent, sent = cpu_seconds(proxies[kind]) if kind in proxies else 0.0, SENT[urls[kind]]
                 rate, got = await timed_slice(client, urls[kind], lanes, seconds)
                 if kind in proxies and lanes == args.lanes:
-                    sliced[kind][0] += cpu_seconds(proxies[kind]) - cpu
+                    sliced[kind][0] += cpu_seconds(proxies[kind]) - spent
                     sliced[kind][1] += SENT[urls[kind]] - sent
                 rates[kind].append(rate)
                 ttfts[kind] += got
