@@ -9,7 +9,6 @@ object was defined): a solution that patches how it is judged changes one of the
 """
 
 import builtins
-import hashlib
 import itertools
 import math
 import operator
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from soak.sandbox.plugin import equality
+from soak.sandbox.plugin.channel import sha256
 
 if TYPE_CHECKING:
     from pluggy import HookCaller
@@ -285,7 +285,7 @@ def stable(value: object) -> str:
 
 def code_print(code: types.CodeType) -> str:
     """A fingerprint of a code object, stable across processes (names, bytecode, constants, nested code)."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for part in (code.co_name, str(code.co_firstlineno), repr(code.co_names), repr(code.co_varnames),
                  code.co_code.hex(), stable(code.co_consts)):
         digest.update(part.encode())
