@@ -12,6 +12,14 @@ from soak.tasks.suites import find_task
 from tests.helpers import EXERCISM_SUITE
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real engines in one xdist group (`--dist loadgroup` runs a group on one worker): two vLLM or llama-server
+    processes at once would starve each other on a 2-core machine."""
+    for item in items:
+        if item.get_closest_marker("engine"):
+            item.add_marker(pytest.mark.xdist_group("engines"))
+
+
 @pytest.fixture
 def fast_sim():
     """Start zero-latency sims with scenario fields as keywords; returns (server, base_url). All stop at teardown.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.agent.tools import fenced_code
 from soak.config import Budgets, Endpoint
@@ -43,7 +44,7 @@ def sim(request: pytest.FixtureRequest, task: TaskSpec) -> Iterator[SimServer]:
         yield server
 
 
-class Attempt:
+class LoopResult:
     """One run_task against an endpoint, with the rows it reported."""
 
     def __init__(self, row: TaskRow, calls: list[CallRow], workdir: Path) -> None:
@@ -56,7 +57,7 @@ class Attempt:
 def attempt(
     task: TaskSpec, base_url: str, tmp_path: Path, *, mode: str = "delegate", stale: float = 5.0,
     endpoint: dict[str, Any] | None = None, **budgets: Any,
-) -> Attempt:
+) -> LoopResult:
     settings = {"base_url": base_url, "model": "sim", "retry_backoff_seconds": 0.01, "retries": 2, **(endpoint or {})}
     chat = ChatEndpoint("sim", Endpoint(**settings), stale)
     calls: list[CallRow] = []
@@ -65,16 +66,16 @@ def attempt(
     async def go() -> TaskRow:
         try:
             return await run_task(
-                task, orchestrator=chat, coder=chat, budgets=Budgets(**budgets), mode=mode, workdir=workdir,
-                run_id="run-1", cycle=2, on_call=calls.append,
+                task, AttemptContext("run-1", 0, 2, workdir, on_call=calls.append), orchestrator=chat, coder=chat,
+                budgets=Budgets(**budgets), mode=mode,
             )
         finally:
             await chat.close()
 
-    return Attempt(asyncio.run(go()), calls, workdir)
+    return LoopResult(asyncio.run(go()), calls, workdir)
 
 
-def assert_ground_truth(result: Attempt, sim: SimServer) -> None:
+def assert_ground_truth(result: LoopResult, sim: SimServer) -> None:
     """What the harness recorded equals what the server says it served."""
     stats, row, calls = sim.stats, result.row, result.calls
     assert len(calls) == stats.requests == row.orchestrator_calls + row.coder_calls
@@ -108,13 +109,14 @@ def test_clean_pass_delegate(task: TaskSpec, sim: SimServer, tmp_path: Path):
     assert all(c.integrity in ("ok", "none") and c.ttft_s is not None for c in result.calls)
 
 
-@pytest.mark.parametrize("sim", [{"faults": [{"kind": "stall", "at_requests": [2], "seconds": 2.0}]}], indirect=True)
+# The stale budget leaves a loaded machine room to answer the calls that do not stall; the stall outlasts it by far.
+@pytest.mark.parametrize("sim", [{"faults": [{"kind": "stall", "at_requests": [2], "seconds": 30.0}]}], indirect=True)
 def test_stall_is_retried(task: TaskSpec, sim: SimServer, tmp_path: Path):
-    result = attempt(task, sim.base_url, tmp_path, stale=0.3)
+    result = attempt(task, sim.base_url, tmp_path, stale=2.0)
     row = result.row
     assert row.outcome == "pass"
     assert [c.status for c in result.calls][:3] == ["ok", "stalled", "ok"]
-    assert result.calls[1].retry == 1 and result.calls[2].retry == 2 and result.calls[1].duration_s < 1.5
+    assert result.calls[1].retry == 1 and result.calls[2].retry == 2 and result.calls[1].duration_s < 15
 
 
 @pytest.mark.parametrize("sim", [{"faults": [{"kind": "http_503", "at_requests": [1, 2]}]}], indirect=True)
@@ -197,18 +199,18 @@ def write(source: str, path: str = "solution.py", **fields: Any) -> Say:
 def scripted(
     task: TaskSpec, tmp_path: Path, orchestrator: list[Say], coder: list[Say], *, mode: str = "delegate",
     max_tokens: int = 1024, judge: Any = None, **budgets: Any,
-) -> tuple[Attempt, ScriptedModel, ScriptedModel]:
+) -> tuple[LoopResult, ScriptedModel, ScriptedModel]:
     lead = ScriptedModel(orchestrator, name="lead", model="lead-model", max_tokens=max_tokens)
     coder_model = ScriptedModel(coder, name="coder", model="coder-model", max_tokens=max_tokens)
     calls: list[CallRow] = []
     workdir = tmp_path / "work"
     extra = {"judge": judge} if judge else {}
-    row = asyncio.run(run_task(task, orchestrator=lead, coder=coder_model, budgets=Budgets(**budgets), mode=mode,
-                               workdir=workdir, run_id="run-1", cycle=2, on_call=calls.append, **extra))
-    return Attempt(row, calls, workdir), lead, coder_model
+    row = asyncio.run(run_task(task, AttemptContext("run-1", 0, 2, workdir, on_call=calls.append), orchestrator=lead,
+                               coder=coder_model, budgets=Budgets(**budgets), mode=mode, **extra))
+    return LoopResult(row, calls, workdir), lead, coder_model
 
 
-def assert_script_served(result: Attempt, *models: ScriptedModel) -> None:
+def assert_script_served(result: LoopResult, *models: ScriptedModel) -> None:
     """What the harness recorded equals what the script served, and the whole script was used."""
     row, calls = result.row, result.calls
     assert all(len(model.asked) == len(model.replies) for model in models), "the loop stopped before the script"
@@ -437,8 +439,8 @@ def test_cancellation_propagates(task: TaskSpec, tmp_path: Path):
 
     async def go() -> None:
         running = asyncio.create_task(run_task(
-            task, orchestrator=lead, coder=lead, budgets=Budgets(), mode="delegate", workdir=tmp_path, run_id="r",
-            cycle=0, on_call=calls.append))
+            task, AttemptContext("r", 0, 0, tmp_path, on_call=calls.append), orchestrator=lead, coder=lead,
+            budgets=Budgets(), mode="delegate"))
         await lead.hanging.wait()  # the call is in flight
         running.cancel()
         await running
