@@ -227,26 +227,6 @@ class Ledger:
             raise self.ended
 
 
-# --- prompts ----------------------------------------------------------------------------------------------------------
-
-def opening(task: TaskSpec) -> str:
-    """The task as the first message of an attempt: its prompt, stub, entry file and module. Not its id: that helps
-    nobody solve it and is a key to search the disk for the task's folder with."""
-    stub = f"\n\nStarting point for {task.entry}:\n```python\n{task.stub}\n```" if task.stub else ""
-    return (
-        f"{task.prompt.strip()}{stub}\n\n"
-        f"Write the solution to `{task.entry}` in the workspace; the tests import it as module `{task.module}`."
-    )
-
-
-def revision(verdict: Verdict, entry: str, ask: str = "") -> str:
-    """The message that starts a revision round: the real error tail of the tests."""
-    return (
-        f"The tests failed ({verdict.tests_passed}/{verdict.tests_total} passed, {verdict.error_kind}):\n"
-        f"{tail(verdict.error_tail)}\n\nThe tests are correct, fix the code in {entry}.{ask}"
-    )
-
-
 # --- the rounds -------------------------------------------------------------------------------------------------------
 
 class Driver(Protocol):
@@ -284,21 +264,39 @@ async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> V
         raise
 
 
+@dataclass
+class AttemptContext:
+    """Where one attempt belongs and where its rows go, built once by the night and handed alike to either driver;
+    the core stamps its identity on every row it emits, so no row is patched afterwards."""
+
+    run_id: str
+    session: int
+    cycle: int
+    workdir: Path
+    route: str = ""
+    """The routing file's label for the task, "" when it is not routed."""
+    on_call: Callable[[CallRow], None] = lambda row: None
+    on_step: Callable[[int, str], None] = lambda round_, role: None
+    """Told (round, role) as each call starts and (round, "tests") as the tests start: the live view's step."""
+    on_round: Callable[[RoundRow], None] = lambda row: None
+    """Given each judged round's row as its verdict comes (rounds.csv)."""
+    totals: CallTotals = field(default_factory=CallTotals)
+    """The calls summed by the attempt's ledger: what the night's row of an attempt cut short counts."""
+
+    def stamp(self, row: CallRow) -> None:
+        """A driver's call row (soak's loop, the proxy) goes on with the attempt's identity."""
+        self.on_call(row.model_copy(update={"run_id": self.run_id, "session": self.session, "cycle": self.cycle}))
+
+
 class AttemptCore:
     """The state of one task attempt and its rounds; `run(driver)` returns its row."""
 
-    def __init__(self, task: TaskSpec, budgets: Budgets, layout: AttemptLayout, *, run_id: str, cycle: int,
-                 judge: Judge, on_call: Callable[[CallRow], None], totals: CallTotals | None = None,
-                 on_step: Callable[[int, str], None] | None = None,
-                 on_round: Callable[[RoundRow], None] | None = None) -> None:
-        self.task, self.budgets, self.layout, self.run_id, self.cycle = task, budgets, layout, run_id, cycle
-        self.judge = judge
-        self.ledger = Ledger(task.max_calls or budgets.max_calls, budgets.max_completion_tokens, on_call, totals)
-        self.on_step: Callable[[int, str], None] = on_step or (lambda round_, role: None)
-        """Told (round, role) as each call starts and (round, "tests") as the tests start: the live view's step."""
-        self.on_round: Callable[[RoundRow], None] = on_round or (lambda row: None)
-        """Given each judged round's row as its verdict comes (rounds.csv)."""
-        self.workspace = layout.workspace
+    def __init__(self, task: TaskSpec, budgets: Budgets, context: AttemptContext, *, judge: Judge) -> None:
+        self.task, self.budgets, self.context, self.judge = task, budgets, context, judge
+        self.layout = AttemptLayout(context.workdir)
+        self.ledger = Ledger(task.max_calls or budgets.max_calls, budgets.max_completion_tokens, context.stamp,
+                             context.totals)
+        self.workspace = self.layout.workspace
         self.entry = self.workspace / task.entry
         self.entry_bytes = ResourceLimits().entry_bytes
         self.seconds = task.budget_seconds or budgets.task_seconds
@@ -324,7 +322,7 @@ class AttemptCore:
         """Seconds left of the wall budget."""
         return self.seconds - (time.monotonic() - self.clock)
 
-    async def run(self, driver: Driver, route: str = "") -> TaskRow:
+    async def run(self, driver: Driver) -> TaskRow:
         started_at, self.clock = time.time(), time.monotonic()
         self.workspace.mkdir(parents=True, exist_ok=True)
         async with driver:
@@ -339,9 +337,8 @@ class AttemptCore:
             ending = Ending("cheat", "Canary", f"passed a canary, which no honest solution passes: {self.task.canary}")
         ending = self._with_verdict(ending)
         return task_row(
-            self.task, run_id=self.run_id, cycle=self.cycle, started_at=started_at,
-            duration_s=time.monotonic() - self.clock, ending=ending, totals=self.ledger.totals,
-            route=route, rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
+            self.task, self.context, started_at=started_at, duration_s=time.monotonic() - self.clock, ending=ending,
+            rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
             touched=self.touched, **self._claim_fields(ending.outcome, driver.ran_tests(self.ledger)),
             **driver.row_fields(),
         )
@@ -394,7 +391,7 @@ class AttemptCore:
 
     async def _judge(self, source: str | TooLarge) -> Verdict:
         """A round's verdict: the judge's, or at once a fail for a file over the size limit (nothing of it runs)."""
-        self.on_step(self.round, "tests")
+        self.context.on_step(self.round, "tests")
         keep_dir = self.layout.round(max(self.round, 1))
         if isinstance(source, TooLarge):
             verdict = too_large(self.task, source, keep_dir)
@@ -404,7 +401,7 @@ class AttemptCore:
         self.noop_rounds += noop
         self.verdict, self.judged_source = verdict, source
         self.test_seconds += verdict.duration_s
-        self.on_round(self._round_row(verdict, source, noop))
+        self.context.on_round(self._round_row(verdict, source, noop))
         return verdict
 
     def _round_row(self, verdict: Verdict, source: str | TooLarge, noop: bool) -> RoundRow:
@@ -415,8 +412,10 @@ class AttemptCore:
         else:
             data = source.encode()
             entry_sha256, entry_bytes = hashlib.sha256(data).hexdigest(), len(data)
+        context = self.context
         return RoundRow(
-            run_id=self.run_id, task_id=self.task.id, cycle=self.cycle, round=max(self.round, 1),
+            run_id=context.run_id, session=context.session, task_id=self.task.id, cycle=context.cycle,
+            round=max(self.round, 1),
             result=verdict.result, tests_passed=verdict.tests_passed, tests_total=verdict.tests_total,
             failing_tests="\n".join(verdict.failing_tests), error_kind=verdict.error_kind,
             test_seconds=verdict.duration_s, entry_sha256=entry_sha256, entry_bytes=entry_bytes, noop=noop,
@@ -434,17 +433,17 @@ class AttemptCore:
         return Ending(ending.outcome, ending.kind or verdict.error_kind, detail)
 
 
-def task_row(task: TaskSpec, *, run_id: str, cycle: int, started_at: float, duration_s: float, ending: Ending,
-             totals: CallTotals, route: str = "", rounds: int = 0, verdict: Verdict | None = None,
-             test_seconds: float = 0.0, touched: Iterable[str] = (), **fields: Any) -> TaskRow:
-    """The one place an attempt becomes its tasks.csv row, finished or cut short; `fields`: the claim's and the
-    driver's own columns."""
+def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, duration_s: float, ending: Ending,
+             rounds: int = 0, verdict: Verdict | None = None, test_seconds: float = 0.0, touched: Iterable[str] = (),
+             **fields: Any) -> TaskRow:
+    """The one place an attempt becomes its tasks.csv row, finished or cut short, with the context's identity and
+    calls; `fields`: the claim's and the driver's own columns."""
     return TaskRow(
-        run_id=run_id, cycle=cycle, task_id=task.id, suite=task.suite, route=route, canary=task.canary or "",
-        started_at=started_at,
+        run_id=context.run_id, session=context.session, cycle=context.cycle, task_id=task.id, suite=task.suite,
+        route=context.route, canary=task.canary or "", started_at=started_at,
         ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
         test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
         suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(touched)),
-        **totals.row_fields(), **fields,
+        **context.totals.row_fields(), **fields,
     )

@@ -12,30 +12,27 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from soak.agent.adapters import COMMON_ENV, Adapter, AgentInstall, adapter_for, fill, write_home
 from soak.agent.attempt import (
     AgentFailure,
+    AttemptContext,
     AttemptCore,
     AttemptEnded,
-    CallTotals,
     InfraFailure,
     Judge,
     Ledger,
     NoArtifact,
     WallBudget,
-    opening,
-    revision,
 )
 from soak.agent.claims import claim_of, ran_tests
+from soak.agent.prompts import opening, revision
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
 from soak.errors import BadInput
-from soak.record.layout import AttemptLayout
-from soak.record.schema import CallRow, RoundRow, TaskRow
+from soak.record.schema import TaskRow
 from soak.sandbox.disk import remove_tree
 from soak.sandbox.jail import Contained, ResourceLimits, launch, wrap
 from soak.sandbox.judge import isolation_kind, tail
@@ -49,25 +46,6 @@ AGENT_PROCESSES = 1024
 BRIDGE = "soak.agent.bridge"
 NOT_KEPT = "not-kept.txt"
 """Written beside an agent's kept transcript files when a file its adapter keeps was left behind: its name and why."""
-
-
-class Attempt(Protocol):
-    """Where an attempt belongs (the night's Attempt, read only)."""
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def cycle(self) -> int: ...
-    @property
-    def workdir(self) -> Path: ...
-    @property
-    def on_call(self) -> Callable[[CallRow], None]: ...
-    @property
-    def on_step(self) -> Callable[[int, str], None]: ...
-    @property
-    def totals(self) -> CallTotals: ...
-    @property
-    def on_round(self) -> Callable[[RoundRow], None]: ...
 
 
 def agent_isolation(config: SoakConfig) -> str:
@@ -127,8 +105,9 @@ class AgentRounds:
         self.run: Contained | None = None
 
     async def __aenter__(self) -> "AgentRounds":
-        core = self.core
-        self.base_url, self.token = self.proxy.open(ProxiedAttempt(core.ledger, core.run_id, core.task.id, core.cycle))
+        core, context = self.core, self.core.context
+        self.base_url, self.token = self.proxy.open(ProxiedAttempt(core.ledger, context.run_id, core.task.id,
+                                                                   context.cycle))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -144,7 +123,7 @@ class AgentRounds:
         seconds = core.left() - core.reserve
         if seconds <= 1:
             raise WallBudget(f"wall budget of {core.seconds:g} s spent")
-        core.on_step(number, "agent")
+        core.context.on_step(number, "agent")
         self.run = run = await self._agent(prompt, number, seconds)
         self.exit = run.returncode
         core.claimed(claim_of(core.ledger.last_words or tail(run.output, 20)), "text")
@@ -272,10 +251,8 @@ class AgentNight:
     async def start(self) -> None:
         await self.proxy.start()
 
-    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
-        core = AttemptCore(task, self.agent.config.budgets, AttemptLayout(attempt.workdir), run_id=attempt.run_id,
-                           cycle=attempt.cycle, judge=self.judge, on_call=attempt.on_call, totals=attempt.totals,
-                           on_step=attempt.on_step, on_round=attempt.on_round)
+    async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
+        core = AttemptCore(task, self.agent.config.budgets, context, judge=self.judge)
         return await core.run(AgentRounds(self.agent, self.proxy, core))
 
     async def close(self) -> None:

@@ -6,19 +6,17 @@ assistant messages as the model wrote them (raw tool-call arguments, reasoning) 
 call; the copy sent back to the server has unparseable arguments replaced by {}.
 """
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from soak.agent.attempt import AttemptCore, CallTotals, InfraFailure, Judge, Ledger, NoArtifact, opening, revision
+from soak.agent.attempt import AttemptContext, AttemptCore, InfraFailure, Judge, Ledger, NoArtifact
 from soak.agent.claims import Claim, claim_of, trimmed
+from soak.agent.prompts import opening, revision
 from soak.agent.tools import fenced_code, refusal, run_file_tool
 from soak.config import Budgets, Mode
 from soak.llm.client import CallContext, CallResult, ChatModel
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.tools import CODER_TOOLS, FINISH_STATUSES, ORCHESTRATOR_TOOLS
-from soak.record.layout import AttemptLayout
-from soak.record.schema import CallRow, Integrity, Role, RoundRow, TaskRow
+from soak.record.schema import Integrity, Role, TaskRow
 from soak.record.transcript import TranscriptLine, append_line
 from soak.sandbox.judge import judge as judge_solution
 from soak.tasks.spec import TaskSpec
@@ -47,33 +45,14 @@ def finish_claim(arguments: dict[str, Any]) -> Claim | None:
     return Claim(status, tests == "yes", trimmed(str(arguments.get("evidence", ""))))  # type: ignore[arg-type]
 
 
-async def run_task(
-    task: TaskSpec,
-    *,
-    orchestrator: ChatModel | None,
-    coder: ChatModel,
-    budgets: Budgets,
-    mode: Mode,
-    workdir: Path,
-    run_id: str,
-    cycle: int,
-    on_call: Callable[[CallRow], None],
-    route: str = "",
-    judge: Judge | None = None,
-    on_step: Callable[[int, str], None] | None = None,
-    totals: CallTotals | None = None,
-    on_round: Callable[[RoundRow], None] | None = None,
-) -> TaskRow:
+async def run_task(task: TaskSpec, context: AttemptContext, *, orchestrator: ChatModel | None, coder: ChatModel,
+                   budgets: Budgets, mode: Mode, judge: Judge | None = None) -> TaskRow:
     """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates.
-    `on_step(round, role)` is told as each call starts, and `on_step(round, "tests")` as the tests start (a live
-    view's current round and step); `totals` sums the calls (the night keeps it for an attempt cut short); `on_round`
-    gets each judged round's row."""
+    `context.on_step(round, role)` is told as each call starts (a live view's current round and step)."""
     if mode == "delegate" and orchestrator is None:
         orchestrator = coder
-    core = AttemptCore(task, budgets, AttemptLayout(Path(workdir)), run_id=run_id, cycle=cycle,
-                       judge=judge or judge_solution, on_call=on_call, totals=totals, on_step=on_step,
-                       on_round=on_round)
-    return await core.run(Delegation(core, orchestrator if mode == "delegate" else None, coder), route)
+    core = AttemptCore(task, budgets, context, judge=judge or judge_solution)
+    return await core.run(Delegation(core, orchestrator if mode == "delegate" else None, coder))
 
 
 class Delegation:
@@ -215,9 +194,10 @@ class Delegation:
         against `tools` for the report."""
         ledger = self.core.ledger
         ledger.start_call()
-        self.core.on_step(self.core.round, role)
+        attempt = self.core.context
+        attempt.on_step(self.core.round, role)
         left = self.budgets.max_completion_tokens - ledger.completion_tokens
-        context = CallContext(run_id=self.core.run_id, task_id=self.task.id, cycle=self.core.cycle,
+        context = CallContext(run_id=attempt.run_id, task_id=self.task.id, cycle=attempt.cycle,
                               call_index=ledger.totals.calls)
         result = await model.chat(
             messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, on_row=ledger.record,

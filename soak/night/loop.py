@@ -8,17 +8,20 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from soak.agent.attempt import CallTotals, Ending, task_row
+from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder
 from soak.record.read import read_attempts, read_rows
-from soak.record.schema import CallRow, EventRow, Outcome, RoundRow, RunInfo, RunLimits, Session, TaskRow
+from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
 from soak.sandbox.disk import remove_tree
 from soak.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from soak.decisions.route import Route
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
 HEARTBEAT_SECONDS = 5.0
@@ -41,26 +44,17 @@ def grace_for(length: float, configured: float | None = None) -> float:
     return min(MAX_GRACE_SECONDS, max(0.0, deadline_slack(length) - END_RESERVE_SECONDS))
 
 
-@dataclass
-class Attempt:
-    """Where one task attempt belongs and where its calls go."""
-
-    run_id: str
-    cycle: int
-    session: int
-    workdir: Path
-    on_call: Callable[[CallRow], None]
-    on_step: Callable[[int, str], None] = lambda round_, role: None
-    """Told (round, role) as the attempt's loop starts each call and (round, "tests") as it judges, for the live view;
-    calls go to on_call."""
-    totals: CallTotals = field(default_factory=CallTotals)
-    """The attempt's calls summed as they are recorded (by its ledger), kept here for a row of an attempt cut short."""
-    on_round: Callable[[RoundRow], None] = lambda row: None
-    """Given each judged round's row (rounds.csv)."""
-
-
-TaskFn = Callable[[TaskSpec, Attempt], Coroutine[Any, Any, TaskRow]]
+TaskFn = Callable[[TaskSpec, AttemptContext], Coroutine[Any, Any, TaskRow]]
 """Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
+
+
+def routed(task: TaskSpec, route: "Route | None") -> TaskSpec:
+    """The task with a routing rule's cap (calls) or extension (wall budget) applied."""
+    if route and route.action == "cap":
+        return task.model_copy(update={"max_calls": route.max_calls})
+    if route and route.action == "extend":
+        return task.model_copy(update={"budget_seconds": route.budget_seconds})
+    return task
 
 
 def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[tuple[int, str]]:
@@ -155,7 +149,7 @@ class InFlight:
     cycle: int
     started_at: float
     job: asyncio.Task
-    totals: CallTotals
+    context: AttemptContext
     round: int = 0
     """The round the attempt is in (0: not told, e.g. an external agent)."""
     role: str = ""
@@ -173,6 +167,13 @@ class Runner(RowListener):
         self.readiness = readiness
         """What a pause waits on (made in `wiring`: the stack supervisor and/or an endpoint probe)."""
         self.session = len(info.sessions)
+        self.routes: dict[str, Route] = {}
+        """The routing file's rule per task: its label goes into the attempt's context, its cap or extension into
+        the task (an escalation is the delegation loop's, soak.night.wiring)."""
+        if info.routing:
+            from soak.decisions.route import Routing
+
+            self.routes = Routing.model_validate(info.routing).tasks
         self.retry = frozenset(retry)
         """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
         attempts = read_attempts(folder.layout.tasks)
@@ -314,19 +315,18 @@ class Runner(RowListener):
         key = f"{task.id}/{cycle}"
 
         def on_call(row: CallRow) -> None:
-            row = row.model_copy(update={"run_id": self.folder.run_id, "session": self.session})
             flight.role = flight.role if flight.round else row.role
             self.folder.record_call(row)
 
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        def on_round(row: RoundRow) -> None:
-            self.folder.record_round(row.model_copy(update={"run_id": self.folder.run_id, "session": self.session}))
-
-        attempt = Attempt(self.folder.run_id, cycle, self.session, workdir, on_call, on_step, on_round=on_round)
-        job = asyncio.create_task(self.task_fn(task, attempt))
-        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job, attempt.totals)
+        route = self.routes.get(task.id)
+        task = routed(task, route)
+        context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, route.label() if route else "",
+                                 on_call, on_step, self.folder.record_round)
+        job = asyncio.create_task(self.task_fn(task, context))
+        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job, context)
         try:
             row = await job
         except asyncio.CancelledError:
@@ -340,14 +340,13 @@ class Runner(RowListener):
             row = self.unfinished_row(task, flight, "harness_error", tail, kind=type(error).__name__)
         finally:
             del self.in_flight[key]
-        self.record(row.model_copy(update={"run_id": self.folder.run_id, "cycle": cycle, "session": self.session}))
+        self.record(row)
 
     def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: Outcome, detail: str,
                        kind: str = "") -> TaskRow:
-        """The row of an attempt that returned none: its calls as its ledger summed them."""
-        return task_row(task, run_id=self.folder.run_id, cycle=flight.cycle, started_at=flight.started_at,
-                        duration_s=time.time() - flight.started_at, ending=Ending(outcome, kind or outcome, detail),
-                        totals=flight.totals)
+        """The row of an attempt that returned none: its identity and calls as its context holds them."""
+        return task_row(task, flight.context, started_at=flight.started_at, duration_s=time.time() - flight.started_at,
+                        ending=Ending(outcome, kind or outcome, detail))
 
     def record(self, row: TaskRow) -> None:
         self.folder.record_task(row)

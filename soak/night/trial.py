@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Mode, load_config, with_cli_endpoint
 from soak.llm.client import chat_endpoints
@@ -48,10 +49,9 @@ def try_command(
             f"  {kind} {source} {detail}", markup=False))
         try:
             await stack.start()
-            return await run_task(
-                task, orchestrator=endpoints.get("orchestrator"), coder=endpoints["coder"], budgets=config.budgets,
-                mode=mode, workdir=workdir, run_id=f"try-{stamp}", cycle=0, on_call=show,
-            )
+            context = AttemptContext(f"try-{stamp}", 0, 0, workdir, on_call=show)
+            return await run_task(task, context, orchestrator=endpoints.get("orchestrator"), coder=endpoints["coder"],
+                                  budgets=config.budgets, mode=mode)
         finally:
             for endpoint in set(endpoints.values()):
                 await endpoint.close()

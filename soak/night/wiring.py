@@ -13,10 +13,11 @@ import httpx2
 import psutil
 from rich.console import Console
 
+from soak.agent.attempt import AttemptContext
 from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import write_atomic
-from soak.night.loop import Attempt, Readiness, RunEnd, Runner, TaskFn
+from soak.night.loop import Readiness, RunEnd, Runner, TaskFn
 from soak.night.progress import Current, QuietLines, RunStats, live_view, next_steps, summary
 from soak.record.folder import RunFolder
 from soak.record.schema import RunInfo, TaskRow
@@ -72,34 +73,9 @@ class AllReady:
         return True
 
 
-def routed(task: TaskSpec, route: Any) -> TaskSpec:
-    """The task with a routing rule's cap (calls) or extension (wall budget) applied."""
-    if route and route.action == "cap":
-        return task.model_copy(update={"max_calls": route.max_calls})
-    if route and route.action == "extend":
-        return task.model_copy(update={"budget_seconds": route.budget_seconds})
-    return task
-
-
-class ExternalAgentTasks:
-    """An external agent's night (soak.agent.external) with the routing file's caps and extensions applied;
-    escalation to a stronger endpoint is soak's own loop's (an agent has one endpoint)."""
-
-    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
-        from soak.agent.external import AgentNight
-        from soak.decisions.route import Routing
-
-        self.night = AgentNight(config, judge)
-        self.routes = Routing.model_validate(routing).tasks if routing else {}
-
-    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
-        route = self.routes.get(task.id)
-        row = await self.night(routed(task, route), attempt)
-        return row.model_copy(update={"route": route.label() if route else ""})
-
-
 class AgentTasks:
-    """The delegation loop (soak.agent) against the configured endpoints, with the routing file applied.
+    """The delegation loop (soak.agent) against the configured endpoints; a task the routing file escalates gets the
+    stronger endpoint as its coder (the runner applies the rest of the routing, to external agents alike).
 
     `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
     """
@@ -116,19 +92,14 @@ class AgentTasks:
         stale = config.budgets.stale_seconds
         self.endpoints = {name: ChatEndpoint(name, config.endpoints[name], stale) for name in sorted(names)}
 
-    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
+    async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
         route = self.routes.get(task.id)
         coder = self.config.roles.coder
         if route and route.action == "escalate" and route.endpoint:
             coder = route.endpoint
-        task = routed(task, route)
         orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
-        return await self.run_task(
-            task, orchestrator=orchestrator, coder=self.endpoints[coder], budgets=self.config.budgets,
-            mode=self.config.mode, workdir=attempt.workdir, run_id=attempt.run_id, cycle=attempt.cycle,
-            on_call=attempt.on_call, route=route.label() if route else "", judge=self.judge, on_step=attempt.on_step,
-            totals=attempt.totals, on_round=attempt.on_round,
-        )
+        return await self.run_task(task, context, orchestrator=orchestrator, coder=self.endpoints[coder],
+                                   budgets=self.config.budgets, mode=self.config.mode, judge=self.judge)
 
     async def close(self) -> None:
         for endpoint in self.endpoints.values():
@@ -228,9 +199,11 @@ async def session(
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
         if task_fn is None and config.mode == "agent":
-            external = ExternalAgentTasks(config, info.routing, judge)
-            await external.night.start()
-            cleanup.push_async_callback(external.night.close)
+            from soak.agent.external import AgentNight
+
+            external = AgentNight(config, judge)
+            await external.start()
+            cleanup.push_async_callback(external.close)
             task_fn = external
         if task_fn is None:
             agent = AgentTasks(config, info.routing, judge)
@@ -239,7 +212,7 @@ async def session(
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry,
                         started_at=started_at)
         stats.in_flight = lambda: [
-            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.totals.calls)
+            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.context.totals.calls)
             for f in list(runner.in_flight.values())
         ]
         stats.grace = None if runner.length is None else runner.grace

@@ -15,14 +15,14 @@ import httpx2
 import psutil
 import pytest
 
-from soak.agent.attempt import Ledger
+from soak.agent.attempt import AttemptContext, Ledger
 from soak.agent.loop import run_task
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import Budgets, Endpoint, SoakConfig, redact
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
 from soak.llm.scripted import Say, ScriptedModel
-from soak.night.loop import Attempt, Runner
+from soak.night.loop import Runner
 from soak.record.folder import RunFolder
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, RunInfo, RunLimits, TaskRow
@@ -51,8 +51,8 @@ def test_token_cap_fires_on_a_scripted_server_without_usage(task: TaskSpec, tmp_
     coder = ScriptedModel([write(task.reference + "#" * 1000)], usage=False)
     calls: list[CallRow] = []
     row = asyncio.run(run_task(
-        task, orchestrator=lead, coder=coder, budgets=Budgets(max_completion_tokens=300), mode="delegate",
-        workdir=tmp_path / "work", run_id="r", cycle=1, on_call=calls.append,
+        task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=lead, coder=coder,
+        budgets=Budgets(max_completion_tokens=300), mode="delegate",
     ))
     assert row.outcome == "token_cap", row.error_tail
     assert "estimated from the text" in row.error_tail and "no usage" in row.error_tail
@@ -70,8 +70,8 @@ def test_usage_reported_means_no_estimate(task: TaskSpec, tmp_path: Path):
     coder = ScriptedModel([write(task.reference), Say(content="done")])
     calls: list[CallRow] = []
     row = asyncio.run(run_task(
-        task, orchestrator=lead, coder=coder, budgets=Budgets(), mode="delegate", workdir=tmp_path / "work",
-        run_id="r", cycle=1, on_call=calls.append,
+        task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=lead, coder=coder,
+        budgets=Budgets(), mode="delegate",
     ))
     assert row.outcome == "pass"
     assert all(c.completion_tokens and c.estimated_completion_tokens is None for c in calls)
@@ -93,8 +93,8 @@ def test_token_cap_fires_on_llama_cpp_python_through_soaks_loop(task: TaskSpec, 
     async def go() -> TaskRow:
         try:
             return await run_task(
-                task, orchestrator=chat, coder=chat, budgets=Budgets(max_completion_tokens=40), mode="delegate",
-                workdir=tmp_path / "work", run_id="r", cycle=1, on_call=calls.append,
+                task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=chat,
+                coder=chat, budgets=Budgets(max_completion_tokens=40), mode="delegate",
             )
         finally:
             await chat.close()
@@ -223,8 +223,8 @@ def test_a_wall_budget_ending_during_the_tests_kills_them(kind: str, workspaces:
     with PytestWatch(workspaces) as watch:
         started = time.monotonic()
         row = asyncio.run(run_task(
-            task, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct", workdir=tmp_path / "work",
-            run_id="r", cycle=1, on_call=calls.append, judge=functools.partial(judge, kind=kind),
+            task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=None, coder=coder,
+            budgets=Budgets(), mode="direct", judge=functools.partial(judge, kind=kind),
         ))
         returned = time.monotonic() - started
         alive = watch.alive_after(1.0)
@@ -246,10 +246,9 @@ def test_ctrl_c_during_the_tests_leaves_no_pytest_process(kind: str, workspaces:
                    limits=RunLimits(max_tasks=1))
     folder.write_info(info)
 
-    async def attempt(task: TaskSpec, at: Attempt) -> TaskRow:
+    async def attempt(task: TaskSpec, at: AttemptContext) -> TaskRow:
         coder = ScriptedModel([write(SOLUTION), Say(content="written")])
-        return await run_task(task, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct",
-                              workdir=at.workdir, run_id=at.run_id, cycle=at.cycle, on_call=at.on_call,
+        return await run_task(task, at, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct",
                               judge=functools.partial(judge, kind=kind))
 
     folder.open()

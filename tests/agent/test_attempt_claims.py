@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Budgets
 from soak.llm.scripted import Say, ScriptedModel
@@ -29,8 +30,8 @@ def attempt(task: TaskSpec, tmp_path: Path, lead: list[Say], coder: list[Say], *
             **budgets: Any) -> tuple[TaskRow, ScriptedModel]:
     orchestrator, coder_model = ScriptedModel(lead, name="lead"), ScriptedModel(coder, name="coder")
     calls: list[CallRow] = []
-    row = asyncio.run(run_task(task, orchestrator=orchestrator, coder=coder_model, budgets=Budgets(**budgets),
-                               mode=mode, workdir=tmp_path / "work", run_id="r", cycle=1, on_call=calls.append))
+    row = asyncio.run(run_task(task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append),
+                               orchestrator=orchestrator, coder=coder_model, budgets=Budgets(**budgets), mode=mode))
     assert len(orchestrator.asked) == len(lead) and len(coder_model.asked) == len(coder), "the script was not used up"
     return row, orchestrator
 

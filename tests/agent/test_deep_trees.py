@@ -17,7 +17,7 @@ import pytest
 
 from soak.agent import external
 from soak.agent.adapters import adapter_for
-from soak.night.loop import Attempt
+from soak.agent.attempt import AttemptContext
 from soak.record.schema import RunLimits, TaskRow
 from tests.agent.test_attacks import ENTRY, night
 from tests.helpers import script_night
@@ -135,7 +135,7 @@ def redone(tmp_path_factory) -> Iterator[tuple[list[TaskRow], Path]]:
     folder, info, config = new_folder(top, RunLimits(max_tasks=1), concurrency=1)
     workspaces: list[Path] = []
 
-    async def chained_then_interrupted(task, attempt: Attempt) -> TaskRow:
+    async def chained_then_interrupted(task, attempt: AttemptContext) -> TaskRow:
         workspaces.append(attempt.workdir / "workspace")
         workspaces[0].mkdir()
         chain(str(workspaces[0]), DEPTH)

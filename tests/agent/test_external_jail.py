@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from soak.agent.attempt import opening
+from soak.agent.prompts import opening
 from soak.cli import main
 from soak.tasks.suites import find_task
 from tests.helpers import EXERCISM_SUITE, FIXTURES, script_night

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from soak.agent.attempt import Ledger
+from soak.agent.attempt import AttemptContext, Ledger
 from soak.config import Endpoint, SoakConfig, redact
-from soak.night.loop import END_RESERVE_SECONDS, Attempt, Runner, deadline_slack, grace_for
+from soak.night.loop import END_RESERVE_SECONDS, Runner, deadline_slack, grace_for
 from soak.night.plan import RunOptions, plan_new_run
 from soak.night.progress import Current, RunStats
 from soak.record.folder import RunFolder
@@ -83,15 +83,15 @@ def test_start_up_counts_toward_the_deadline(tmp_path):
 
 
 def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
-    """The attempts in flight come from the runner: round and role as the loop tells them (Attempt.on_step), calls
-    as the attempt's ledger records them (into Attempt.totals and on to Attempt.on_call)."""
+    """The attempts in flight come from the runner: round and role as the loop tells them (AttemptContext.on_step),
+    calls as the attempt's ledger records them (into AttemptContext.totals and on to AttemptContext.on_call)."""
     folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=2), concurrency=2)
     stepped = asyncio.Event()
     release = asyncio.Event()
     told = Counter()
 
-    async def task_fn(task: TaskSpec, attempt: Attempt) -> TaskRow:
-        ledger = Ledger(max_calls=10, max_completion_tokens=10**6, on_call=attempt.on_call, totals=attempt.totals)
+    async def task_fn(task: TaskSpec, attempt: AttemptContext) -> TaskRow:
+        ledger = Ledger(max_calls=10, max_completion_tokens=10**6, on_call=attempt.stamp, totals=attempt.totals)
         ledger.record(CallRow(run_id="", task_id=task.id, cycle=attempt.cycle, call_index=0, role="orchestrator",
                               endpoint="e", model="m", stream=True, started_at=time.time(), duration_s=0.1))
         attempt.on_step(2, "coder")
@@ -100,14 +100,14 @@ def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
             stepped.set()
         await release.wait()
         now = time.time()
-        return TaskRow(run_id="", cycle=attempt.cycle, task_id=task.id, suite="test", started_at=now, ended_at=now,
-                       duration_s=0.0, outcome="pass", rounds=2)
+        return TaskRow(run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, task_id=task.id,
+                       suite="test", started_at=now, ended_at=now, duration_s=0.0, outcome="pass", rounds=2)
 
     async def night() -> str:
         stats = RunStats(info)
         folder.listeners.append(stats)
         runner = Runner(folder, info, config, make_tasks(2), task_fn, readiness=Never())
-        stats.in_flight = lambda: [Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.totals.calls)
+        stats.in_flight = lambda: [Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.context.totals.calls)
                                    for f in runner.in_flight.values()]
         job = asyncio.create_task(runner.run())
         await asyncio.wait_for(stepped.wait(), 10)

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from soak.agent.attempt import Ledger
+from soak.agent.attempt import AttemptContext, Ledger
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.lifecycle import run_state
-from soak.night.loop import Attempt, Runner, Schedule
+from soak.night.loop import Runner, Schedule
 from soak.night.wiring import EndpointProbe, read_pid, run_night, unmanaged_base_urls
 from soak.record.folder import RunFolder
 from soak.record.read import read_rows
@@ -44,13 +44,13 @@ class FakeTasks:
         self.hook = hook
         self.started: list[tuple[int, str, float]] = []
 
-    async def __call__(self, task: TaskSpec, attempt: Attempt) -> TaskRow:
+    async def __call__(self, task: TaskSpec, attempt: AttemptContext) -> TaskRow:
         started = time.time()
         self.started.append((attempt.cycle, task.id, started))
         n = len(self.started)
         if self.hook:
             self.hook(n)
-        ledger = Ledger(max_calls=10**6, max_completion_tokens=10**9, on_call=attempt.on_call, totals=attempt.totals)
+        ledger = Ledger(max_calls=10**6, max_completion_tokens=10**9, on_call=attempt.stamp, totals=attempt.totals)
         for index in range(self.calls):
             await asyncio.sleep(self.rng.uniform(0, 2 * self.seconds) if self.rng else self.seconds / self.calls)
             ledger.record(CallRow(
@@ -63,9 +63,9 @@ class FakeTasks:
             raise ValueError("scripted harness bug")
         ended = time.time()
         return TaskRow(
-            run_id="", cycle=attempt.cycle, task_id=task.id, suite=task.suite, started_at=started, ended_at=ended,
-            duration_s=ended - started, outcome=outcome, orchestrator_calls=1, coder_calls=self.calls - 1,
-            completion_tokens=5 * self.calls,
+            run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, task_id=task.id, suite=task.suite,
+            started_at=started, ended_at=ended, duration_s=ended - started, outcome=outcome, orchestrator_calls=1,
+            coder_calls=self.calls - 1, completion_tokens=5 * self.calls,
         )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Budgets
 from soak.llm.scripted import Say, ScriptedModel
@@ -107,8 +108,8 @@ def test_a_round_over_the_limit_fails_unrun_and_the_next_round_is_told_why(task,
 
     coder = ScriptedModel([write(valid_python(2 * MiB)), Say(content="done"), write(task.reference),
                            Say(content="done")])
-    row = asyncio.run(run_task(task, orchestrator=None, coder=coder, budgets=Budgets(max_rounds=2), mode="direct",
-                               workdir=tmp_path, run_id="r", cycle=1, on_call=lambda call: None))
+    row = asyncio.run(run_task(task, AttemptContext("r", 0, 1, tmp_path), orchestrator=None, coder=coder,
+                               budgets=Budgets(max_rounds=2), mode="direct"))
     assert (row.outcome, row.rounds) == ("pass", 2), row.error_tail
     revision = coder.asked[2].messages[-1]["content"]
     assert f"TooLarge: {task.entry} is {2 * MiB:,} bytes, over the limit of {LIMIT:,} bytes" in revision

@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 
-from soak.agent.attempt import opening
+from soak.agent.prompts import opening
 from soak.paths import builtin_tasks_dir
 from soak.sim.agents import SUBMIT, tool_failed
 from soak.sim.reply import role_of

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 import pytest
 
-from soak.agent.attempt import opening, revision
 from soak.agent.claims import claim_of
+from soak.agent.prompts import opening, revision
 from soak.llm.tools import CODER_TOOLS, DELEGATE, ORCHESTRATOR_TOOLS
 from soak.paths import builtin_tasks_dir
 from soak.sandbox.judge import Verdict, judge

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from soak.agent.attempt import opening
 from soak.agent.loop import CODER_SYSTEM
+from soak.agent.prompts import opening
 from soak.llm.tools import CODER_TOOLS
 from soak.tasks.suites import load_suites
 
