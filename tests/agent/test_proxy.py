@@ -520,6 +520,7 @@ def harness(conn: Connection) -> None:
     asyncio.run(go())
 
 
+@pytest.mark.slow  # a measure of memory, run one test at a time: beside three other workers on 2 cores it read high
 def test_a_1_gib_body_leaves_the_harness_rss_within_100_mib_of_a_normal_call_and_leaves_a_row():
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
