@@ -68,9 +68,28 @@ TEST_WILDCARDS: set[int] = set()
 file says so, not the solution, and then that one object compares as the tests mean it to."""
 
 
+def every_node(tree: ast.AST) -> list[ast.AST]:
+    """Every node of a tree, by a plain walk: ast.walk, or a NodeTransformer, cost about as much again as pytest's own
+    rewrite of a test module, and a test module is walked twice."""
+    found: list[ast.AST] = []
+    stack: list[object] = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.AST):
+            continue
+        found.append(node)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+    return found
+
+
 def uses_mock_any(mod: ast.Module) -> bool:
     """Whether a test module uses unittest.mock's ANY (imported by name, or as `mock.ANY`)."""
-    for node in ast.walk(mod):
+    for node in every_node(mod):
         if (isinstance(node, ast.ImportFrom) and node.module in ("unittest.mock", "mock")
                 and any(alias.name == "ANY" for alias in node.names)):
             return True
@@ -190,28 +209,26 @@ def builtin_contains(kind: type) -> bool:
     return not owner.__flags__ & HEAP_TYPE
 
 
-class StrictCompares(ast.NodeTransformer):
-    """Routes each operand of every comparison but `is` through `checked`."""
-
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        if all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
-            return node
-        node.left = self.wrap(node.left, "checked")
-        node.comparators = [self.wrap(part, "checked_in" if isinstance(op, ast.In | ast.NotIn) else "checked")
+def strict_compares(mod: ast.Module) -> None:
+    """Route each operand of every comparison but `is` through `checked`, in place. The nodes are gathered first: a
+    comparison inside an operand is wrapped where it stands, whatever the order."""
+    for node in every_node(mod):
+        if not isinstance(node, ast.Compare) or all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            continue
+        node.left = strict_call(node.left, "checked")
+        node.comparators = [strict_call(part, "checked_in" if isinstance(op, ast.In | ast.NotIn) else "checked")
                             for op, part in zip(node.ops, node.comparators, strict=True)]
-        return node
 
-    @staticmethod
-    def wrap(expr: ast.expr, check: str) -> ast.expr:
-        name = ast.copy_location(ast.Name(STRICT_ALIAS, ast.Load()), expr)
-        func = ast.copy_location(ast.Attribute(name, check, ast.Load()), expr)
-        return ast.copy_location(ast.Call(func, [expr], []), expr)
+
+def strict_call(expr: ast.expr, check: str) -> ast.expr:
+    name = ast.copy_location(ast.Name(STRICT_ALIAS, ast.Load()), expr)
+    func = ast.copy_location(ast.Attribute(name, check, ast.Load()), expr)
+    return ast.copy_location(ast.Call(func, [expr], []), expr)
 
 
 def strict_module(mod: ast.Module) -> None:
     """Make a (rewritten) test module's comparisons strict and import this module under STRICT_ALIAS."""
-    StrictCompares().visit(mod)
+    strict_compares(mod)
     position = 0
     for position, node in enumerate(mod.body):  # noqa: B007 - after the docstring and __future__ imports
         docstring = position == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
