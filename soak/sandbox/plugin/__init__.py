@@ -28,21 +28,26 @@ import sys
 import pytest
 
 
-def import_plain(name: str) -> None:
-    """Import a module of this package the way Python does, from its cached bytecode where there is some. pytest
-    rewrites the asserts of every module of a `-p` plugin, so it would parse and compile each one anew in every run
-    (a jail writes no cache): tens of milliseconds a run, for a package that asserts nothing."""
-    spec = importlib.machinery.PathFinder.find_spec(f"{__name__}.{name}", __path__)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"soak: the plugin's module {name} is missing")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    setattr(sys.modules[__name__], name, module)
+def import_plain(*names: str) -> None:
+    """Import modules of this package the way Python does, from their cached bytecode where there is some, in order
+    (each imports only those before it). pytest rewrites the asserts of every module of a `-p` plugin, so it would
+    parse and compile each one anew in every run (a jail writes no cache): tens of milliseconds a run, for a package
+    that asserts nothing."""
+    for name in names:
+        spec = importlib.machinery.PathFinder.find_spec(f"{__name__}.{name}", __path__)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"soak: the plugin's module {name} is missing")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[spec.name]
+            raise
+        setattr(sys.modules[__name__], name, module)
 
 
-for _module in ("channel", "equality", "freezing", "recorder"):  # each imports only those before it
-    import_plain(_module)
+import_plain("channel", "equality", "freezing", "recorder")
 
 from soak.sandbox.plugin.channel import Channel  # noqa: E402 - imported plainly above
 from soak.sandbox.plugin.equality import install_strict_equality  # noqa: E402
