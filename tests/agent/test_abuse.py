@@ -8,10 +8,9 @@ import stat
 
 import pytest
 
-from soak.sandbox import cgroup
 from soak.sandbox.visible import PRIVATE_TMP_BYTES
-from tests.agent.conftest import IN_CI
 from tests.agent.test_attacks import night
+from tests.sandbox.test_hardening import FILL_FUNCTION, needs_cgroup
 
 # Copies a shell into the workspace and HOME with the setuid bit, a folder with setgid; tries the kernel's knobs.
 SETUID = '''
@@ -48,19 +47,9 @@ time.sleep(60)
 '''
 
 # Fills /dev/shm and /tmp until a write fails; prints how much each took.
-SHM = '''
-import os
+SHM = FILL_FUNCTION + '''
 for folder in ("/dev/shm", "/tmp"):
-    written = 0
-    with open(os.path.join(folder, "fill"), "wb") as out:
-        while written < (256 << 20):
-            try:
-                out.write(bytes(1 << 20))
-                out.flush()
-            except OSError:
-                break
-            written += 1 << 20
-    print(folder, written >> 20, "MiB", flush=True)
+    print(folder, fill(folder, 256 << 20) >> 20, "MiB", flush=True)
 '''
 
 # 8 MiB files in HOME (`home`) or in the workspace opened, unlinked and held (`unlinked`), 256 MiB in all, then waits.
@@ -78,13 +67,6 @@ for number in range(32):
 print("wrote 256 MiB", flush=True)
 time.sleep(60)
 '''
-
-
-def needs_cgroup() -> None:
-    if cgroup.hierarchy() is None:
-        if IN_CI and os.geteuid() == 0:
-            pytest.fail("CI runs as root: soak must be able to make a cgroup there")
-        pytest.skip("soak may not create a cgroup on this host (rlimits only)")
 
 
 def test_no_setuid_file_survives_and_the_kernel_knobs_hold(jail, fast_sim, data_dir, tmp_path):

@@ -53,7 +53,7 @@ def probe():
     return "; ".join(leaks) or "ok"
 """
 
-FILL = """
+FILL_FUNCTION = """
 import os
 
 def fill(folder, cap):
@@ -68,7 +68,10 @@ def fill(folder, cap):
                 break
             written += 1 << 20
     return written
+"""
+"""Fills a folder until a write fails: a solution's probe here, an agent's script in tests/agent/test_abuse.py."""
 
+FILL = FILL_FUNCTION + """
 def probe():
     for folder in ("/dev/shm", "/tmp"):
         written = fill(folder, {cap})
