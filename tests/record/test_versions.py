@@ -139,6 +139,17 @@ def test_a_version_2_folder_is_read_without_tests_touched_and_refused_by_a_resum
     assert resumed.exit_code == 2 and "schema version 2" in resumed.output and "start a new run" in resumed.output
 
 
+def assert_reported_routed_and_refused(tmp_path: Path, folder, version: int) -> None:
+    """An older folder (run id `v<version>`) renders and routes; a resume refuses it in one line, naming its version."""
+    invoke = CliRunner().invoke
+    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
+    resumed = invoke(main, ["run", "--resume", f"v{version}", "--tasks", "1"])
+    assert resumed.exit_code == 2 and f"schema version {version}" in resumed.output
+    assert "start a new run" in resumed.output
+
+
 def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tmp_path, monkeypatch):
     monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
     folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v3")
@@ -147,12 +158,7 @@ def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tm
     assert "max_gap_s" not in folder.layout.calls.read_text()
     record = load_run(folder.path)
     assert len(record.calls) == 2 and record.calls["max_gap_s"].isna().all()
-    invoke = CliRunner().invoke
-    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
-    assert report.exit_code == 0, report.output
-    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
-    resumed = invoke(main, ["run", "--resume", "v3", "--tasks", "1"])
-    assert resumed.exit_code == 2 and "schema version 3" in resumed.output and "start a new run" in resumed.output
+    assert_reported_routed_and_refused(tmp_path, folder, 3)
 
 
 def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_resume(tmp_path, monkeypatch):
@@ -164,9 +170,4 @@ def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_res
     record = load_run(folder.path)
     assert len(record.calls) == 2 and list(record.calls["requested_model"]) == ["", ""]
     assert [call.requested_model for call in read_rows(folder.layout.calls, CallRow)] == ["", ""]
-    invoke = CliRunner().invoke
-    report = invoke(main, ["report", str(folder.path), "-o", str(tmp_path / "report")])
-    assert report.exit_code == 0, report.output
-    assert invoke(main, ["route", str(folder.path), "-o", str(tmp_path / "routing.toml")]).exit_code == 0
-    resumed = invoke(main, ["run", "--resume", "v4", "--tasks", "1"])
-    assert resumed.exit_code == 2 and "schema version 4" in resumed.output and "start a new run" in resumed.output
+    assert_reported_routed_and_refused(tmp_path, folder, 4)
