@@ -359,6 +359,10 @@ def launch(
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=rlimit_setter(limits, cpu, group), pass_fds=pass_fds,
         )
+    except BaseException:
+        if group is not None:  # nothing started in it
+            group.remove()
+        raise
     finally:
         for fd in pass_fds:
             os.close(fd)  # The child's copies only: an end left open here would never read as closed.
