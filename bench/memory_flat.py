@@ -18,7 +18,7 @@ import psutil
 from rich.console import Console
 
 from soak.config import Endpoint, SoakConfig, redact
-from soak.night.wiring import run_night
+from soak.night.wiring import SessionOptions, run_night
 from soak.record.folder import RunFolder
 from soak.record.read import read_rows
 from soak.record.schema import RunInfo, RunLimits, TaskRow
@@ -78,8 +78,8 @@ def main() -> None:
             sampler = RssSampler(folder.path / "tasks.csv")
             sampler.start()
             started = time.monotonic()
-            run_night(folder, info, config, tasks, judge=reference_judge, quiet=True,
-                    console=Console(file=io.StringIO()))
+            run_night(folder, info, config, tasks,
+                      SessionOptions(judge=reference_judge, quiet=True, console=Console(file=io.StringIO())))
             seconds = time.monotonic() - started
             sampler.done.set()
             sampler.join()

@@ -16,7 +16,7 @@ from soak.errors import BadInput
 from soak.night.loop import TaskFn
 from soak.night.plan import RUN_ID, RunOptions, plan_new_run, plan_resume, refuse_resume_flags
 from soak.night.progress import RunStats, runs_table, status_view
-from soak.night.wiring import read_pid, run_night
+from soak.night.wiring import SessionOptions, read_pid, run_night
 from soak.paths import data_dir
 from soak.record.folder import RunFolder
 from soak.record.read import resolve_run_dir, run_folders
@@ -91,8 +91,9 @@ def run_command(opts: RunOptions, task_fn: TaskFn | None = None, console: Consol
     console = console or Console()
     if opts.detach:
         return detach(folder, opts, console)
-    end = run_night(folder, info, config, tasks, task_fn=task_fn, quiet=opts.quiet, metrics_port=opts.metrics_port,
-                    detached=opts.detached, console=console, retry=opts.retry, started_at=started_at)
+    end = run_night(folder, info, config, tasks, SessionOptions(
+        task_fn=task_fn, quiet=opts.quiet, metrics_port=opts.metrics_port, detached=opts.detached, console=console,
+        retry=opts.retry, started_at=started_at))
     if opts.rehearse and end.reason in ("deadline", "tasks", "cycles"):
         from soak.report.render import default_output, render_report
 

@@ -35,7 +35,7 @@ from soak.files import describe_validation_error, load_model, write_atomic
 from soak.night.lifecycle import create_run, reopen_run
 from soak.night.loop import RunEnd
 from soak.night.plan import RunOptions, check_agent, check_run_id, new_run_id, plan_run
-from soak.night.wiring import run_night
+from soak.night.wiring import SessionOptions, run_night
 from soak.paths import data_dir, sweeps_dir
 from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
@@ -213,7 +213,8 @@ class Sweep:
                 self.say(f"{entry.name}: {result.line()}")
 
         try:
-            end = run_night(folder, info, config, tasks, quiet=self.quiet, console=self.console, stack_up=gates)
+            end = run_night(folder, info, config, tasks,
+                                SessionOptions(quiet=self.quiet, console=self.console, stack_up=gates))
         except BadInput as error:
             entry.status, entry.detail, entry.ended_at = "stack_down", str(error), time.time()
             self.save()

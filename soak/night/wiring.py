@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -46,6 +47,27 @@ class EndpointProbe:
                 if time.monotonic() + self.interval > deadline:
                     return False
                 await asyncio.sleep(self.interval)
+
+
+@dataclass
+class SessionOptions:
+    """How one session runs, beyond its folder, config and tasks."""
+
+    task_fn: TaskFn | None = None
+    """Replaces the whole attempt (default: soak's delegation loop, or the external agent of mode "agent")."""
+    judge: Callable[..., Any] | None = None
+    """Replaces only the sandbox that judges a solution."""
+    retry: tuple[str, ...] = ()
+    """The outcomes whose attempts this session runs again."""
+    quiet: bool = False
+    """Plain progress lines instead of the live view."""
+    detached: bool = False
+    metrics_port: int | None = None
+    console: Console = field(default_factory=Console)
+    started_at: float = field(default_factory=time.time)
+    """When the session began: the time it takes to start the stack counts as running time, so the deadline holds."""
+    stack_up: Callable[[], Awaitable[None]] | None = None
+    """Awaited once the stack is up, before the first attempt (a sweep's gates probe the idle servers there)."""
 
 
 def unmanaged_base_urls(config: SoakConfig) -> list[str]:
@@ -106,29 +128,15 @@ class AgentTasks:
             await endpoint.close()
 
 
-def run_night(
-    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], *, task_fn: TaskFn | None = None,
-    quiet: bool = False, metrics_port: int | None = None, detached: bool = False, console: Console | None = None,
-    judge: Callable[..., Any] | None = None, retry: tuple[str, ...] = (), started_at: float | None = None,
-    stack_up: Callable[[], Awaitable[None]] | None = None,
-) -> RunEnd:
-    """Run one session in the foreground, with the pid file in place while it runs.
-
-    `task_fn` replaces the whole attempt (default: the delegation loop); `judge` only its sandbox; `retry` names
-    the outcomes whose attempts this session runs again; `started_at` is when the session began (default: now):
-    the time it takes to start the stack counts as running time, so the deadline holds; `stack_up` is awaited once
-    the stack is up, before the first attempt (a sweep's gates probe the idle servers there).
-    """
-    started_at = started_at or time.time()
-    console = console or Console()
+def run_night(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec],
+              options: SessionOptions | None = None) -> RunEnd:
+    """Run one session in the foreground, with the pid file in place while it runs."""
+    options = options or SessionOptions()
     folder.open()
     write_pid(folder)
     try:
         with sigterm_interrupts():
-            return asyncio.run(
-                session(folder, info, config, tasks, task_fn, quiet, metrics_port, detached, console, judge, retry,
-                        started_at, stack_up)
-            )
+            return asyncio.run(session(folder, info, config, tasks, options))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the runner took over the signals (starting the stack)
         return RunEnd("signal", "interrupted while starting")
     finally:
@@ -150,18 +158,15 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def session(
-    folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn | None,
-    quiet: bool, metrics_port: int | None, detached: bool, console: Console, judge: Callable[..., Any] | None,
-    retry: tuple[str, ...] = (), started_at: float | None = None,
-    stack_up: Callable[[], Awaitable[None]] | None = None,
-) -> RunEnd:
+async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec],
+                  options: SessionOptions) -> RunEnd:
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
 
     stats = RunStats.from_folder(folder.layout, info)
     folder.listeners.append(stats)
-    lines = quiet or not console.is_terminal
+    console, task_fn, metrics_port = options.console, options.task_fn, options.metrics_port
+    lines = options.quiet or not console.is_terminal
     if lines:
         folder.listeners.append(QuietLines(stats, console))
     async with AsyncExitStack() as cleanup:
@@ -188,8 +193,8 @@ async def session(
             await supervisor.start()
             background.append(asyncio.create_task(supervisor.watch()))
             readiness = AllReady([supervisor, probe]) if unmanaged else supervisor
-        if stack_up is not None:
-            await stack_up()
+        if options.stack_up is not None:
+            await options.stack_up()
         metered = [(s.name, metrics_url(s)) for s in config.stack.servers] or [
             (name, root_url(e.base_url) + "/metrics") for name, e in config.endpoints.items()
         ]
@@ -201,16 +206,16 @@ async def session(
         if task_fn is None and config.mode == "agent":
             from soak.agent.external import AgentNight
 
-            external = AgentNight(config, judge)
+            external = AgentNight(config, options.judge)
             await external.start()
             cleanup.push_async_callback(external.close)
             task_fn = external
         if task_fn is None:
-            agent = AgentTasks(config, info.routing, judge)
+            agent = AgentTasks(config, info.routing, options.judge)
             cleanup.push_async_callback(agent.close)
             task_fn = agent
-        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=detached, retry=retry,
-                        started_at=started_at)
+        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=options.detached,
+                        retry=options.retry, started_at=options.started_at)
         stats.in_flight = lambda: [
             Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.context.totals.calls)
             for f in list(runner.in_flight.values())

@@ -5,6 +5,8 @@ from pathlib import Path
 
 ROUND_PREFIX = "round-"
 TRANSCRIPT = "transcript.jsonl"
+TEST_OUTPUT = "test_output.txt"
+"""What the tests printed in a round, kept in the round's folder by the judge (soak.sandbox.judge.keep)."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class AttemptLayout:
 
     def test_output(self, number: int) -> Path:
         """What the tests printed in round `number`."""
-        return self.round(number) / "test_output.txt"
+        return self.round(number) / TEST_OUTPUT
 
     def agent_files(self, number: int) -> Path:
         """What an external agent left in round `number`: its output and the transcript files it keeps."""

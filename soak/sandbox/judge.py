@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
+from soak.record.layout import TEST_OUTPUT
 from soak.sandbox import scan
 from soak.sandbox.disk import remove_tree
 from soak.sandbox.events import Events, read_events
@@ -399,7 +400,7 @@ def keep(verdict: Verdict, task: TaskSpec, source: str, keep_dir: Path | None) -
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)
         (keep_dir / task.entry).write_text(source)
-        (keep_dir / "test_output.txt").write_text(verdict.output or verdict.error_tail)
+        (keep_dir / TEST_OUTPUT).write_text(verdict.output or verdict.error_tail)
     return verdict
 
 

@@ -17,7 +17,7 @@ from soak.agent.attempt import AttemptContext, Ledger
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.lifecycle import run_state
 from soak.night.loop import Runner, Schedule
-from soak.night.wiring import EndpointProbe, read_pid, run_night, unmanaged_base_urls
+from soak.night.wiring import EndpointProbe, SessionOptions, read_pid, run_night, unmanaged_base_urls
 from soak.record.folder import RunFolder
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
@@ -387,7 +387,8 @@ def test_pause_probes_only_endpoints_no_stack_server_serves():
 def test_execute_wires_the_session_and_prints_quiet_lines(tmp_path):
     folder, info, config = new_folder(tmp_path, RunLimits(max_tasks=4))
     out = io.StringIO()
-    end = run_night(folder, info, config, make_tasks(), task_fn=FakeTasks(), console=Console(file=out, width=200))
+    end = run_night(folder, info, config, make_tasks(),
+                    SessionOptions(task_fn=FakeTasks(), console=Console(file=out, width=200)))
     assert end.exit_code == 0
     text = out.getvalue()
     assert text.count(" calls 2 ") == 4 and "completed: the task limit was reached" in text
@@ -471,8 +472,8 @@ def test_flaky_sim_150_attempts_one_row_each_and_every_call_recorded(tmp_path):
     try:
         config = sim_config(url, suite, concurrency=4)
         folder, info = folder_for(tmp_path, config, RunLimits(max_tasks=150))
-        end = run_night(folder, info, config, load_suites(suite), judge=reference_judge,
-                      console=Console(file=io.StringIO()))
+        end = run_night(folder, info, config, load_suites(suite),
+                        SessionOptions(judge=reference_judge, console=Console(file=io.StringIO())))
         served = sim.stats.requests
     finally:
         sim.stop()
@@ -497,14 +498,15 @@ sys.path.insert(0, {tests!r})
 from tests.night.test_loop import reference_judge
 
 from soak.config import SoakConfig
-from soak.night.wiring import run_night
+from soak.night.wiring import SessionOptions, run_night
 from soak.record.folder import RunFolder
 from soak.tasks.suites import load_suites
 
 folder = RunFolder(Path(sys.argv[1]))
 info = folder.read_info()
 config = SoakConfig.model_validate(info.config)
-sys.exit(run_night(folder, info, config, load_suites(config.suite), quiet=True, judge=reference_judge).exit_code)
+sys.exit(run_night(folder, info, config, load_suites(config.suite),
+                   SessionOptions(quiet=True, judge=reference_judge)).exit_code)
 """
 
 
