@@ -27,7 +27,8 @@ from soak.agent.attempt import (
     NoArtifact,
     WallBudget,
 )
-from soak.agent.claims import claim_of, ran_tests
+from soak.agent.commands import ran_tests
+from soak.agent.finish import closing
 from soak.agent.prompts import opening, revision
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import SoakConfig
@@ -126,7 +127,9 @@ class AgentRounds:
         core.context.on_step(number, "agent")
         self.run = run = await self._agent(prompt, number, seconds)
         self.exit = run.returncode
-        core.claimed(claim_of(core.ledger.last_words or tail(run.output, 20)), "text")
+        ending = closing(self.agent.adapter.name, core.layout.agent_files(number), run.output, core.ledger.last_words)
+        core.claimed(ending.claim, ending.source)
+        core.coder_claim = ending.model
         core.ledger.raise_ended()
         if run.timed_out:
             raise WallBudget(f"wall budget of {core.seconds:g} s spent (the agent was killed)\n{tail(run.output)}")

@@ -114,7 +114,7 @@ class Delegation:
             owed = None if delegated or refused else "delegate"
             result, verdicts = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
-                self.core.claimed(claim_of(result.content), "text")
+                self.core.claimed(claim_of(result.content), "model")
                 if not self.core.entry.is_file():
                     self._fallback(result.content)
                 return
@@ -167,9 +167,9 @@ class Delegation:
     def _closing(self, claim: Claim) -> None:
         """The coder's last words: the attempt's claim in mode direct, what the orchestrator may relay otherwise."""
         if self.delegate:
-            self.core.coder_claim = claim.status
+            self.core.coder_claim = claim
         else:
-            self.core.claimed(claim, "text")
+            self.core.claimed(claim, "model")
 
     def _report(self, written: list[str], said: str) -> str:
         files = ", ".join(dict.fromkeys(written)) or "none"

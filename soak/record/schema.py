@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
@@ -14,7 +14,10 @@ calls.csv lacks the column).
 5: calls.csv's `requested_model`. An older folder stays readable (the column empty); a resume refuses it (its calls.csv
 lacks the column).
 6: rounds.csv, a row per judged round from the judge's own verdict. An older folder stays readable (its rounds derived
-from each round folder's test output, marked `derived`); a resume refuses it (it has no rounds.csv)."""
+from each round folder's test output, marked `derived`); a resume refuses it (it has no rounds.csv).
+7: tasks.csv's `claim_reason` and `coder_quote`, and claims read where the agent made them (`claim_source` `signal`,
+`output` or `model`). An older folder stays readable (its last-words claims say `text`); a resume refuses it (its
+tasks.csv lacks the columns)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -47,8 +50,10 @@ every verdict but ok and none."""
 
 ClaimStatus = Literal["done", "partial", "blocked", "none"]
 """What an attempt said of its own work at the end (soak.agent.claims): solved, partly, cannot be done, or nothing."""
-ClaimSource = Literal["", "tool", "text"]
-"""Where a claim was read: soak's orchestrator's `finish` tool, or the last words of a model or agent."""
+ClaimSource = Literal["", "tool", "signal", "output", "model", "text"]
+"""Where a claim was read: soak's orchestrator's `finish` tool; an external agent's own finish signal or its final
+output to its user (soak.agent.finish); the model's last words. `text`: the last words of a model or agent, as a
+folder of schema version 6 or older says."""
 
 Role = Literal["orchestrator", "coder", "agent", "probe"]
 """Who made an LLM call: soak's orchestrator or coder, an external agent (through the recording proxy), or a probe
@@ -125,10 +130,15 @@ class TaskRow(Row):
     claim_source: ClaimSource = ""
     claim_quote: str = ""
     """The sentence (or the finish tool's evidence) the claim was read from."""
+    claim_reason: str = ""
+    """Why it was read so: the words or the field that decided."""
     claimed_tests_pass: bool = False
     coder_claim: ClaimStatus | Literal[""] = ""
-    """Delegation: what the coder said last of its work, which the orchestrator may relay unchecked; empty
-    otherwise."""
+    """What the model that wrote the code said last of its work, where the attempt's claim is someone else's report:
+    the coder's own words under soak's orchestrator, which may relay them unchecked; an external agent's model where
+    the agent's signal or output said something else. Empty otherwise."""
+    coder_quote: str = ""
+    """The sentence `coder_claim` was read from."""
     ran_tests: bool | None = None
     """Whether anything the attempt ran looks like running tests (its tool calls and shell blocks); None when its
     commands are not visible to soak."""

@@ -7,7 +7,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from soak.agent.claims import QUOTE_CHARS, Claim, claim_of, ran_tests
+from soak.agent.claims import QUOTE_CHARS, Claim, claim_of
+from soak.agent.commands import ran_tests
 
 DONE_TESTED = [
     "All tests pass.",
