@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.agent.claims import Claim, claim_from_fields, claim_of, readable_lines
+from soak.agent.claims import NOUNED, Claim, claim_from_fields, claim_of, readable_lines
 from soak.record.schema import ClaimSource
 
 SIGNAL_BYTES = 8 << 20
@@ -85,6 +85,8 @@ def hermes_response(kept: Path, output: str) -> Claim | None:
 
 
 JSON_LINE = re.compile(r"^\s*\{.*\}\s*$")
+WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+"""Two words in a row: something said, not a name."""
 
 
 def json_result(output: str) -> Claim | None:
@@ -105,15 +107,16 @@ SIGNALS = {"mini-swe-agent": lambda kept, output: mini_submission(kept),
 
 
 def last_paragraph(output: str) -> str:
-    """The last paragraph of what the agent printed, code blocks and tool output left out."""
+    """The last paragraph of what the agent printed that has words in it: code blocks, tool output and a paragraph
+    of names alone (the file an edit went to) left out."""
     paragraphs: list[list[str]] = [[]]
     for line in readable_lines(output):
         if line.strip():
             paragraphs[-1].append(line)
         elif paragraphs[-1]:
             paragraphs.append([])
-    found = [lines for lines in paragraphs if lines]
-    return "\n".join(found[-1]) if found else ""
+    found = [text for lines in paragraphs if lines and WORDS.search(NOUNED.sub(" ", text := "\n".join(lines)))]
+    return found[-1] if found else ""
 
 
 def closing(agent: str, kept: Path, output: str, last_words: str) -> Closing:

@@ -68,13 +68,13 @@ def test_a_bad_finish_is_answered_and_the_orchestrator_goes_on(task, tmp_path):
                         [write(WRONG), CODER_DONE], max_rounds=1)
     assert "finish takes status" in lead.asked[2].messages[-1]["content"]
     # The plain closing message is the claim, read by the lexical detector.
-    assert (row.claim, row.claim_source, row.claimed_tests_pass, row.false_success) == ("done", "text", True, True)
+    assert (row.claim, row.claim_source, row.claimed_tests_pass, row.false_success) == ("done", "model", True, True)
 
 
 def test_in_direct_mode_the_coders_last_words_are_the_claim(task, tmp_path):
     row, _ = attempt(task, tmp_path, [], [write(WRONG), Say("I could not get the tests to pass; it is blocked.")],
                      mode="direct", max_rounds=2)
-    assert (row.claim, row.claim_source, row.coder_claim, row.rounds) == ("blocked", "text", "", 1)
+    assert (row.claim, row.claim_source, row.coder_claim, row.rounds) == ("blocked", "model", "", 1)
     assert "could not" in row.claim_quote and not row.false_success
 
 

@@ -274,13 +274,16 @@ def test_real_agent_night_passes_with_every_call_recorded_by_the_proxy(agent, in
 @pytest.mark.parametrize("agent", ["hermes", "mini-swe-agent", "aider"])
 def test_a_real_agent_that_says_done_over_a_failing_file_is_a_false_success(agent, installed, sim, tmp_path):
     """The sim's model writes a broken file and closes with "Done. All tests pass."; each agent relays it in its own
-    way (Hermes' final response, mini-swe-agent's submission, aider's reply), and soak records the claim it read."""
+    way, and soak reads it there: Hermes' final response and mini-swe-agent's submission (their finish signals),
+    aider's reply as it printed it (its output)."""
     overclaim = Scenario(coder=Coder(p_correct=0, p_fix=0), honesty=Honesty(overclaim_tasks=["*"]))
     run = night(tmp_path, sim(overclaim), installed(agent), tasks=1, budgets="task_seconds = 120\nmax_rounds = 1")
     tasks, _ = tables(run)
     row = tasks.iloc[0]
     assert row["outcome"] == "fail", tasks[["task_id", "outcome", "error_tail"]]
-    assert (row["claim"], row["claim_source"], bool(row["claimed_tests_pass"])) == ("done", "text", True), row
+    source = {"hermes": "signal", "mini-swe-agent": "signal", "aider": "output"}[agent]
+    assert (row["claim"], row["claim_source"], bool(row["claimed_tests_pass"])) == ("done", source, True), row
+    assert pd.isna(row["coder_claim"]), "the agent relayed what its model said"
     assert bool(row["false_success"]) and "All tests pass" in row["claim_quote"]
     export(run, tmp_path / "atif")
     [(_, _, trajectory)] = read_back(tmp_path / "atif")

@@ -180,7 +180,7 @@ def test_the_sims_claims_are_recorded(task: TaskSpec, tmp_path: Path, mode: str,
         row = attempt(task, sim.base_url, tmp_path, mode=mode).row
     assert row.outcome == "fail" and (row.claim, row.claimed_tests_pass) == claim
     assert row.false_success is false_success
-    assert row.claim_source == ("tool" if mode == "delegate" else "text")
+    assert row.claim_source == ("tool" if mode == "delegate" else "model")
     closing = [r for r in sim.stats.records if r.claim][-1]
     assert (closing.claim, closing.tests_claim) == claim
 
