@@ -63,7 +63,8 @@ def main() -> int:
             errors.append(f"line {n}: message longer than {MAX_MESSAGE} chars but not marked trimmed")
         expected = "held_out" if n % 4 == 0 else "tune"
         if row.get("split") != expected:
-            errors.append(f"line {n}: split is {row.get('split')!r}, expected {expected!r} (every 4th line is held_out)")
+            errors.append(f"line {n}: split is {row.get('split')!r}, expected {expected!r} "
+                          "(every 4th line is held_out)")
         ids[row.get("id")] += 1
 
     for ident, count in ids.items():
