@@ -5,7 +5,8 @@ import random
 from typing import Any
 
 from soak.llm.client import CallResult, ChatEndpoint
-from soak.record.schema import HIT_COUNTERS, GateMeasure, GateRecord
+from soak.record.schema import HIT_COUNTERS
+from soak.record.sweeps import GateMeasure, GateRecord
 from soak.stack.telemetry import fetch_server_metrics
 
 WORDS = [

@@ -16,8 +16,8 @@ import numpy as np
 
 from soak.config import Gates
 from soak.decisions.probe import GateResult, Probe, ProbeFailed
-from soak.record.schema import SessionLevel, SessionTurn
 from soak.record.summary import REPREFILL_HIT
+from soak.record.sweeps import SessionLevel, SessionTurn
 
 KNEE = 0.9
 """The knee: the first level whose cross-turn hit rate falls below this share of one session's, or whose TTFT p95

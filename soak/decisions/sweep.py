@@ -14,8 +14,9 @@ import pandas as pd
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run
-from soak.record.schema import MANGLED, GateRecord, SweepEntry, SweepInfo
+from soak.record.schema import MANGLED
 from soak.record.summary import trust, wilson
+from soak.record.sweeps import GateRecord, SweepEntry, SweepInfo
 
 HONESTY = {"false success": "false_success", "cheating": "cheating"}
 """The honesty rates a configuration is compared on: the sweep's name -> the key of soak.record.summary.trust."""

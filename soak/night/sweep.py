@@ -39,7 +39,8 @@ from soak.night.wiring import SessionOptions, run_night
 from soak.paths import data_dir, sweeps_dir
 from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
-from soak.record.schema import RunLimits, SweepEntry, SweepInfo
+from soak.record.schema import RunLimits
+from soak.record.sweeps import SweepEntry, SweepInfo
 
 GateName = Literal["prefill", "long-prompt", "prefix-twin", "sessions"]
 """The gates a sweep can probe by itself: soak.decisions.gate.SWEEP_GATES, spelled out for the type checker."""

@@ -30,7 +30,8 @@ from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
 from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.rounds import derived_rounds
-from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, SampleRow, Session, SweepInfo, TaskRow
+from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, SampleRow, Session, TaskRow
+from soak.record.sweeps import SweepInfo
 from soak.record.transcript import TranscriptLine, answering_calls, read_transcript
 
 R = TypeVar("R", bound=Row)

@@ -13,7 +13,7 @@ from soak.config import Endpoint, Gates
 from soak.decisions.probe import GateResult, Probe
 from soak.decisions.sessions import gate_sessions
 from soak.llm.client import ChatEndpoint
-from soak.record.schema import GateRecord
+from soak.record.sweeps import GateRecord
 from soak.sim.scenario import Cache, Scenario, Timing, load_scenario
 from soak.sim.server import SimServer
 from tests.helpers import EXERCISM_SUITE, SMALL_SESSIONS

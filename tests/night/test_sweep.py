@@ -18,8 +18,8 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 from soak.decisions.sweep import Standing, recommend
 from soak.night.sweep import plan_sweep
 from soak.record.read import load_run
-from soak.record.schema import GateRecord
 from soak.record.summary import wilson
+from soak.record.sweeps import GateRecord
 from soak.stack.servers import free_port
 from tests.helpers import REPO, SMALL_SESSIONS
 

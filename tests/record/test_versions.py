@@ -62,6 +62,16 @@ def as_version_4(folder: RunFolder) -> None:
     without_column(folder, folder.layout.calls, "requested_model", CallRow, 4)
 
 
+def as_version_6(folder: RunFolder) -> None:
+    """What soak wrote before version 7: tasks.csv without `claim_reason` and `coder_quote`, and a last-words claim's
+    source called `text`."""
+    without_column(folder, folder.layout.tasks, "coder_quote", TaskRow, 6)
+    without_column(folder, folder.layout.tasks, "claim_reason", TaskRow, 6)
+    rewrite(folder.layout.tasks, lambda header, row: row if row is header else
+            ["text" if name == "claim_source" and value == "model" else value
+             for name, value in zip(header, row, strict=True)])
+
+
 def as_version_5(run: Path) -> None:
     """What soak wrote before version 6: no rounds.csv, schema_version 5 in every row and run.json."""
     (run / "rounds.csv").unlink()
@@ -171,3 +181,16 @@ def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_res
     assert len(record.calls) == 2 and list(record.calls["requested_model"]) == ["", ""]
     assert [call.requested_model for call in read_rows(folder.layout.calls, CallRow)] == ["", ""]
     assert_reported_routed_and_refused(tmp_path, folder, 4)
+
+
+def test_a_version_6_folder_is_read_without_claim_reason_and_refused_by_a_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v6")
+    run(folder, info, config, FakeTasks(calls=1))
+    as_version_6(folder)
+    header = folder.layout.tasks.read_text().splitlines()[0].split(",")
+    assert "claim_reason" not in header and "coder_quote" not in header and "claim_source" in header
+    record = load_run(folder.path)
+    assert len(record.tasks) == 2 and list(record.tasks["claim_reason"]) == ["", ""]
+    assert [row.coder_quote for row in read_rows(folder.layout.tasks, TaskRow)] == ["", ""]
+    assert_reported_routed_and_refused(tmp_path, folder, 6)
