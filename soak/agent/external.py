@@ -38,13 +38,15 @@ from soak.sandbox.disk import remove_tree
 from soak.sandbox.jail import Contained, ResourceLimits, launch, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
-from soak.sandbox.visible import allow_listed, module_file, run_module, venv_dirs
+from soak.sandbox.visible import allow_listed, allowed, module_file, run_module, venv_dirs
 from soak.tasks.spec import TaskSpec
 
 OUTPUT_BYTES = 256 * 1024
 AGENT_PROCESSES = 1024
 """pids.max of an agent's cgroup: an agent runs shells, test runs and language servers, a fork bomb far more."""
 BRIDGE = "soak.agent.bridge"
+SCRIPT_SUFFIXES = (".py", ".sh", ".js", ".mjs", ".ts", ".rb", ".pl")
+"""An agent command's argument with one of these names a script, which must exist."""
 NOT_KEPT = "not-kept.txt"
 """Written beside an agent's kept transcript files when a file its adapter keeps was left behind: its name and why."""
 
@@ -80,14 +82,34 @@ class ExternalAgent:
             found = shutil.which(self.adapter.command[0])
             if found is None:
                 raise BadInput(f"agent command '{self.adapter.command[0]}' is not on PATH")
-            self.executable, self.path, self.label = found, os.environ.get("PATH", "/usr/bin:/bin"), self.adapter.name
+            executable = Path(found).absolute()
+            self.executable, self.label = str(executable), self.adapter.name
+            self.path = os.environ.get("PATH", "/usr/bin:/bin")
+            if not any(executable.is_relative_to(shown) for shown in [*allowed()[1], *self.visible]):
+                self.visible.append(executable)  # a program of the user's own, outside the system the jail shows
+        self.arguments = [self.own_file(argument) for argument in self.adapter.command[1:]]
         self.endpoint = config.endpoint_for("coder")
         self.limits = ResourceLimits(address_space_bytes=config.agent.address_space_bytes, open_files=4096,
                                      output_bytes=OUTPUT_BYTES, workspace_bytes=config.agent.disk_bytes,
                                      max_processes=AGENT_PROCESSES)
 
+    def own_file(self, argument: str) -> str:
+        """An argument that names a file of the host (the agent's own script) by its absolute path, made visible
+        read-only: the agent runs in its workspace, in a jail that shows nothing else of the host. A script that does
+        not exist is refused before the night starts, not found by every attempt."""
+        if "{" in argument or argument.startswith("-"):
+            return argument
+        path = Path(argument).expanduser()
+        if path.is_file():
+            self.visible.append(path.absolute())
+            return str(path.absolute())
+        if path.suffix in SCRIPT_SUFFIXES:
+            raise BadInput(f"agent command: {argument} is not a file (a path in the command is read from "
+                           f"{Path.cwd()}); give its full path")
+        return argument
+
     def argv(self, values: dict[str, str]) -> list[str]:
-        return [self.executable, *fill(self.adapter.command[1:], values)]
+        return [self.executable, *fill(self.arguments, values)]
 
     def env(self, values: dict[str, str]) -> dict[str, str]:
         env = fill({**COMMON_ENV, **self.adapter.env, **self.config.agent.env}, values)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from soak.agent.prompts import opening
 from soak.cli import main
 from soak.tasks.suites import find_task
-from tests.helpers import EXERCISM_SUITE, FIXTURES, script_night
+from tests.helpers import EXERCISM_SUITE, FIXTURES, script_night, script_night_args
 
 pytestmark = pytest.mark.usefixtures("jail")  # every test under each kind that builds the allow-listed root
 
@@ -181,3 +181,26 @@ def test_what_an_agent_tells_its_user_is_its_claim_beside_what_its_model_said(wo
     assert report.exit_code == 0, report.output
     page = next(path for path in (tmp_path / "r").rglob("*.html") if "attempts" in path.parts).read_text()
     assert "told its user" in page and "its model said" in page and "partial" in page
+
+
+def test_an_agent_script_named_as_a_new_user_would_is_shown_to_the_jail_or_refused(fast_sim, data_dir, tmp_path,
+                                                                                   monkeypatch):
+    """`--agent "python agent.py ..."` from the script's folder, with no `[agent] readable`: the script is made visible
+    read-only and the night passes; a script that is not there is refused in one line before any folder exists."""
+    _, base_url = fast_sim()
+    arguments = script_night_args(tmp_path, base_url, HONEST)
+    config = tmp_path / "soak.toml"
+    config.write_text("\n".join(line for line in config.read_text().splitlines() if "readable" not in line))
+    agent = arguments.index("--agent") + 1
+    command = arguments[agent]
+    monkeypatch.chdir(tmp_path / "agent")
+    arguments[agent] = command.replace(str(tmp_path / "agent" / "agent.py"), "my_agent.py")
+    refused = CliRunner().invoke(main, arguments)
+    assert refused.exit_code == 2 and "my_agent.py is not a file" in refused.output, refused.output
+    assert "give its full path" in refused.output and len(refused.output.strip().splitlines()) == 1
+    assert not data_dir.exists()
+    arguments[agent] = command.replace(str(tmp_path / "agent" / "agent.py"), "agent.py")
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    tasks = pd.read_csv(data_dir / "night" / "tasks.csv")
+    assert tasks["outcome"].tolist() == ["pass"], tasks[["outcome", "error_tail"]]
