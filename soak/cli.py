@@ -48,8 +48,6 @@ SUITE_HELP = "Suites, comma-separated: builtin, humaneval, exercism:PATH, dir:PA
 ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
-# --- tasks and check ---------------------------------------------------------------------------
-
 
 @main.group()
 def tasks() -> None:
@@ -94,8 +92,6 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
     sys.exit(0 if check_solution(find_task(task_ref, suite), solution, as_json) else 1)
 
 
-# --- route -------------------------------------------------------------------------------------
-
 
 @main.command()
 @click.argument("runs", nargs=-1, required=True)
@@ -114,8 +110,6 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
                        over_factor=over_factor)
     route_command(list(runs), rules, output)
 
-
-# --- report and export -------------------------------------------------------------------------
 
 
 @main.command()
@@ -148,8 +142,6 @@ def export(run: str | None, format_: str, out: Path | None) -> None:
     click.echo(export_command(run, out))
 
 
-# --- compare -----------------------------------------------------------------------------------
-
 
 @main.command()
 @click.argument("run_a")
@@ -165,7 +157,19 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
     sys.exit(1 if comparison.regressed else 0)
 
 
-# --- gate and doctor ---------------------------------------------------------------------------
+@main.command()
+@click.argument("run", required=False)
+@click.option("--judge", "base_url", required=True, help="The judge model's OpenAI-compatible base URL.")
+@click.option("--model", required=True, help="The judge's model name.")
+@click.option("--api-key-env", help="Environment variable holding the judge's API key.")
+@click.option("--json", "as_json", is_flag=True, help="Print every reading as JSON instead of the disagreements.")
+def claims(**flags: Any) -> None:
+    """Read RUN's claims again with a judge model (none = the latest run) and list where it disagrees with the
+    lexical reading in tasks.csv. The record is never changed: a judge keys on confident wording."""
+    from soak.decisions.second_reading import claims_command
+
+    click.echo(claims_command(**flags))
+
 
 class GateName(click.Choice):
     """A gate of soak.decisions.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
@@ -229,8 +233,6 @@ def doctor(**flags: Any) -> None:
     sys.exit(0 if doctor_command(**flags) else 1)
 
 
-# --- try ---------------------------------------------------------------------------------------
-
 
 @main.command("try")
 @click.option("--task", "task_ref", required=True, help="Task id (builtin/humaneval) or a task folder.")
@@ -245,8 +247,6 @@ def try_(**flags: Any) -> None:
 
     sys.exit(0 if try_command(**flags) else 1)
 
-
-# --- run ---------------------------------------------------------------------------------------
 
 
 @main.command()
@@ -343,8 +343,6 @@ def runs() -> None:
     print_runs(Console())
 
 
-# --- sim ---------------------------------------------------------------------------------------
-
 
 @main.command("sim")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
@@ -367,8 +365,6 @@ def sim_command(**flags: Any) -> None:
 
     serve(**flags)
 
-
-# --- agent and engine --------------------------------------------------------------------------
 
 
 @main.group()

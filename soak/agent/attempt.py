@@ -25,15 +25,7 @@ from soak.config import Budgets
 from soak.llm.integrity import ToolCall
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
-from soak.record.schema import (
-    MANGLED,
-    MODEL_OUTCOMES,
-    CallRow,
-    ClaimSource,
-    Outcome,
-    RoundRow,
-    TaskRow,
-)
+from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, ClaimSource, Outcome, RoundRow, TaskRow
 from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, too_large
 from soak.sandbox.touched import tests_touched
 from soak.tasks.spec import TaskSpec
@@ -311,12 +303,15 @@ class AttemptCore:
         self.claim, self.claim_round = Claim(), 0
         self.claim_source: ClaimSource = ""
         self.coder_claim: Claim | None = None
-        self.noop_rounds = 0
-        self.clock = time.monotonic()
+        self.noop_rounds, self.clock = 0, time.monotonic()
 
-    def claimed(self, claim: Claim, source: ClaimSource) -> None:
-        """What the driver read as the attempt's own report on its work this round; the last one is the row's."""
+    def claimed(self, claim: Claim, source: ClaimSource, text: str = "") -> None:
+        """What the driver read as the attempt's own report on its work this round (the last one is the row's), and
+        the closing message it read it from, kept in the round's folder for a second reading (`soak claims`)."""
         self.claim, self.claim_source, self.claim_round = claim, source, self.round
+        if text:
+            self.layout.closing(self.round).parent.mkdir(parents=True, exist_ok=True)
+            self.layout.closing(self.round).write_text(text, errors="replace")
 
     def left(self) -> float:
         """Seconds left of the wall budget."""

@@ -150,7 +150,7 @@ class AgentRounds:
         self.run = run = await self._agent(prompt, number, seconds)
         self.exit = run.returncode
         ending = closing(self.agent.adapter.name, core.layout.agent_files(number), run.output, core.ledger.last_words)
-        core.claimed(ending.claim, ending.source)
+        core.claimed(ending.claim, ending.source, ending.text)
         core.coder_claim = ending.model
         core.ledger.raise_ended()
         if run.timed_out:

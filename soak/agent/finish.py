@@ -33,6 +33,8 @@ class Closing:
 
     claim: Claim
     source: ClaimSource
+    text: str
+    """The message the claim was read from."""
     model: Claim | None = None
 
 
@@ -60,7 +62,11 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def mini_submission(kept: Path) -> Claim | None:
+Signal = tuple[str, Claim]
+"""A finish signal: the message it carries and what it claims."""
+
+
+def mini_submission(kept: Path) -> Signal | None:
     """mini-swe-agent's submission: its closing message read, or a plain "done" when that message says nothing
     (submitting is the claim); None when it did not submit."""
     trajectory = json_file(kept / "trajectory.json")
@@ -73,15 +79,15 @@ def mini_submission(kept: Path) -> Claim | None:
             if isinstance(m, dict) and m.get("role") == "assistant"]
     last = next((text for text in reversed(said) if text.strip()), "")
     claim = claim_of(last)
-    return claim if says(claim) else SUBMITTED
+    return last, claim if says(claim) else SUBMITTED
 
 
-def hermes_response(kept: Path, output: str) -> Claim | None:
+def hermes_response(kept: Path, output: str) -> Signal | None:
     """Hermes' final response (`hermes -z` prints only that), when its usage file says the run completed."""
     usage = json_file(kept / "usage.json")
     if not isinstance(usage, dict) or usage.get("completed") is not True:
         return None
-    return claim_of(output)
+    return output, claim_of(output)
 
 
 JSON_LINE = re.compile(r"^\s*\{.*\}\s*$")
@@ -89,7 +95,7 @@ WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
 """Two words in a row: something said, not a name."""
 
 
-def json_result(output: str) -> Claim | None:
+def json_result(output: str) -> Signal | None:
     """A final JSON object the agent printed as its last line, read for completion fields (claims.claim_from_fields)."""
     lines = [line for line in output.rstrip().splitlines()[-1:] if JSON_LINE.match(line)]
     if not lines:
@@ -98,7 +104,8 @@ def json_result(output: str) -> Claim | None:
         value = json.loads(lines[0])
     except (ValueError, RecursionError):
         return None
-    return claim_from_fields(value) if isinstance(value, dict) else None
+    claim = claim_from_fields(value) if isinstance(value, dict) else None
+    return (lines[0], claim) if claim is not None else None
 
 
 SIGNALS = {"mini-swe-agent": lambda kept, output: mini_submission(kept),
@@ -122,10 +129,14 @@ def last_paragraph(output: str) -> str:
 def closing(agent: str, kept: Path, output: str, last_words: str) -> Closing:
     """The agent's report on its work (see the module docstring); `kept`, the round's copy of its files."""
     signal = SIGNALS.get(agent, lambda kept, output: json_result(output))(kept, output)
-    model = claim_of(last_words)
-    printed = claim_of(last_paragraph(output))
-    source: ClaimSource = "signal" if signal is not None and says(signal) else "output" if says(printed) else "model"
-    claim = {"signal": signal, "output": printed}.get(source) or model
+    model, paragraph = claim_of(last_words), last_paragraph(output)
+    printed = claim_of(paragraph)
+    source: ClaimSource = "model"
+    text, claim = last_words, model
+    if signal is not None and says(signal[1]):
+        source, (text, claim) = "signal", signal
+    elif says(printed):
+        source, text, claim = "output", paragraph, printed
     differs = source != "model" and says(model) and (model.status, model.tests_claim) != (claim.status,
                                                                                           claim.tests_claim)
-    return Closing(claim, source, model if differs else None)
+    return Closing(claim, source, text, model if differs else None)

@@ -114,7 +114,7 @@ class Delegation:
             owed = None if delegated or refused else "delegate"
             result, verdicts = await self._call(self.orchestrator, messages, ORCHESTRATOR_TOOLS, "orchestrator", owed)
             if not result.tool_calls:
-                self.core.claimed(claim_of(result.content), "model")
+                self.core.claimed(claim_of(result.content), "model", result.content)
                 if not self.core.entry.is_file():
                     self._fallback(result.content)
                 return
@@ -152,7 +152,7 @@ class Delegation:
             if not result.tool_calls:
                 if self.task.entry not in written and self._fallback(result.content):
                     written.append(self.task.entry)
-                self._closing(claim_of(result.content))
+                self._closing(result.content)
                 return self._report(written, result.content)
             for call, verdict in zip(result.tool_calls, verdicts, strict=True):
                 if verdict == "ok":
@@ -164,12 +164,13 @@ class Delegation:
                 self._tool_reply(messages, call, reply)
         return self._report(written, f"(stopped after {self.budgets.max_coder_turns} turns without a final answer)")
 
-    def _closing(self, claim: Claim) -> None:
+    def _closing(self, text: str) -> None:
         """The coder's last words: the attempt's claim in mode direct, what the orchestrator may relay otherwise."""
+        claim = claim_of(text)
         if self.delegate:
             self.core.coder_claim = claim
         else:
-            self.core.claimed(claim, "model")
+            self.core.claimed(claim, "model", text)
 
     def _report(self, written: list[str], said: str) -> str:
         files = ", ".join(dict.fromkeys(written)) or "none"

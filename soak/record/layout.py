@@ -31,6 +31,10 @@ class AttemptLayout:
         """What the tests printed in round `number`."""
         return self.round(number) / TEST_OUTPUT
 
+    def closing(self, number: int) -> Path:
+        """The closing message the claim of round `number` was read from (soak.agent.finish)."""
+        return self.round(number) / "closing.txt"
+
     def agent_files(self, number: int) -> Path:
         """What an external agent left in round `number`: its output and the transcript files it keeps."""
         return self.round(number) / "agent"
