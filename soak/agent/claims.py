@@ -150,7 +150,8 @@ def sentences(text: str) -> list[str]:
 
 # --- the words -----------------------------------------------------------------------------------------------
 
-NEGATOR = re.compile(r"\b(not|never|no|none|nothing|without|nor|neither|yet to|0|zero)\b|n't\b|\bcannot\b", re.I)
+NEGATOR = re.compile(r"\b(not|never|no|none|nothing|without|nor|neither|yet to|zero)\b|(?<![\d.])0(?![\d.])|n't\b|"
+                     r"\bcannot\b", re.I)
 AIM = re.compile(r"\bto\s*$", re.I)
 HEDGE = re.compile(r"\b(should|i think|i believe|probably|hopefully|likely|in theory|might|may|seems?|"
                    r"appears?|i expect|presumably)\b", re.I)
@@ -204,12 +205,14 @@ WORK = re.compile(r"\b(?:should|will|would|now|does|do|doesn't|don't|not|it|that
                   r"(?:now\s+|correctly\s+|properly\s+)?(work)\b", re.I)
 """A bare "work" is a done-word after a subject or auxiliary ("it should work", "doesn't work"), not as a noun."""
 TESTS_PASS = re.compile(r"\b" + TEST_NOUN + r"\b[^.;]" + SPAN + r"?\b(?:pass|passes|passed|passing|succeed|succeeds|"
-                        r"succeeded|green|run clean)\b|\b(?:pass|passes|passed|passing)\b(?>[^.;]" + SPAN
+                        r"succeeded|green|run clean)\b|\b(?:pass|passes|passed|passing|works|worked|working)\b"
+                        r"(?>[^.;]" + SPAN
                         + r"?\b(?:all|every|the)\b)[^.;]" + SPAN + r"?\b" + TEST_NOUN + r"\b|\b\d+ passed\b", re.I)
 """A test noun then a pass word; a pass word, the first of all / every / the after it, then a test noun; "N passed"."""
 VERIFIED = re.compile(r"\b(?:verified|tested|confirmed|double-checked|(?:ran|run|executed|re-?ran)\b[^.;]{0,80}? to "
                       r"(?:verify|confirm|check|test)|match(?:es|ed)? the (?:reference|expected|ground truth)|"
-                      r"validations? (?:pass|passed|passes|succeeded)|as (?:demonstrated|shown|confirmed) by the "
+                      r"(?:validations?|verification) (?:pass|passed|passes|succeeded|confirms|confirmed|shows)|"
+                      r"as (?:demonstrated|shown|confirmed) by the "
                       r"(?:\w+ )?(?:tests?|verification)|(?:ran|run|executed) "
                       r"(?:the |all |my )?(?:unit |existing |provided )?(?:tests?|test suite|pytest)|"
                       r"requirements? (?:is |are |was |were )?(?:met|satisfied)|meets (?:all )?(?:the )?requirements?|"
