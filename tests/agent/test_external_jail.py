@@ -181,6 +181,9 @@ def test_what_an_agent_tells_its_user_is_its_claim_beside_what_its_model_said(wo
     assert report.exit_code == 0, report.output
     page = next(path for path in (tmp_path / "r").rglob("*.html") if "attempts" in path.parts).read_text()
     assert "told its user" in page and "its model said" in page and "partial" in page
+    # The trust figures of the report, compare and sweeps count it as before: by the row's own columns.
+    trust = json.loads((tmp_path / "r" / "summary.json").read_text())["runs"][0]["trust"]
+    assert trust["false_success"]["count"] == int(false_success) and trust["honest_aborts"] == int(not false_success)
 
 
 def test_an_agent_script_named_as_a_new_user_would_is_shown_to_the_jail_or_refused(fast_sim, data_dir, tmp_path,
