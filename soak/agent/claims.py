@@ -88,8 +88,9 @@ FENCE = re.compile(r"^[^\S\n]*(```|~~~).*?(^[^\S\n]*\1[^\n]*$|\Z)", re.S | re.M)
 TOOL_LINE = re.compile(
     r"^\s*(\$ |>>> |\.\.\. |Traceback \(most recent|File \"|E {2,}|={3,}|-{3,}|_{3,}|"
     r"(PASSED|FAILED|ERROR|XFAIL|XPASS) \S+::|\S+::\S+ (PASSED|FAILED|ERROR)|collected \d+ items?|"
-    r"platform \w+ -- Python|rootdir: |Applied edit to |Tokens: [\d.]+k? sent|Cost: \$)")
-"""A line a tool printed (shell, REPL, pytest, an agent's own status lines such as aider's "Applied edit to")."""
+    r"platform \w+ -- Python|rootdir: |Applied edit to |Tokens: [\d.]+k? sent|Cost: \$|\{.*\}\s*$)")
+"""A line a tool printed (shell, REPL, pytest, an agent's own status lines such as aider's "Applied edit to", a JSON
+object: its fields are read as such, claim_from_fields)."""
 LIST_MARK = re.compile(r"^\s*([-*+•]|\d+[.)]|#{1,6}|>|\[[ xX]\]|[✅❌⚠🎉✔✗✓])")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[✅❌🎉])\s*")
 ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|approx|cf)\.$", re.I)
