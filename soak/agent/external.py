@@ -87,7 +87,8 @@ class ExternalAgent:
             self.path = os.environ.get("PATH", "/usr/bin:/bin")
             if not any(executable.is_relative_to(shown) for shown in [*allowed()[1], *self.visible]):
                 self.visible.append(executable)  # a program of the user's own, outside the system the jail shows
-        self.arguments = [self.own_file(argument) for argument in self.adapter.command[1:]]
+        arguments = self.adapter.command[1:]  # a built-in adapter's are soak's own words, never the user's files
+        self.arguments = list(arguments) if self.adapter.package else [self.own_file(part) for part in arguments]
         self.endpoint = config.endpoint_for("coder")
         self.limits = ResourceLimits(address_space_bytes=config.agent.address_space_bytes, open_files=4096,
                                      output_bytes=OUTPUT_BYTES, workspace_bytes=config.agent.disk_bytes,

@@ -386,3 +386,20 @@ def test_bad_agent_input_is_one_line_and_exit_2(tmp_path, monkeypatch):
                                         "--model", "m", "--tasks", "1"])
     assert missing.exit_code == 2 and "soak agent setup mini-swe-agent" in missing.output
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_a_builtin_agents_own_arguments_are_never_taken_for_files_of_the_folder_soak_runs_in(installed, tmp_path,
+                                                                                              monkeypatch):
+    """Hermes is run with `--provider custom`: a file named `custom` where soak runs changes nothing of that."""
+    from soak.agent.external import ExternalAgent
+    from soak.config import SoakConfig
+
+    installed("hermes")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "custom").write_text("")
+    config = SoakConfig.model_validate({
+        "mode": "agent", "agent": {"name": "hermes"}, "roles": {"orchestrator": "sim", "coder": "sim"},
+        "endpoints": {"sim": {"base_url": "http://127.0.0.1:9/v1", "model": "soak-sim"}}})
+    argv = ExternalAgent(config).argv({key: key for key in ("prompt", "model", "home")})
+    assert argv[argv.index("--provider") + 1] == "custom"
