@@ -81,6 +81,15 @@ def as_version_5(run: Path) -> None:
     (run / "run.json").write_text(json.dumps({**info, "schema_version": 5}))
 
 
+def older_folder(tmp_path: Path, monkeypatch, version: int, convert) -> RunFolder:
+    """A two-task night's folder (run id `v<version>`) as soak of that schema version wrote it (`convert`)."""
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id=f"v{version}")
+    run(folder, info, config, FakeTasks(calls=1))
+    convert(folder)
+    return folder
+
+
 @pytest.fixture
 def v1(tmp_path, monkeypatch) -> RunFolder:
     monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
@@ -131,10 +140,7 @@ def test_a_resume_refuses_in_one_line_a_folder_whose_columns_differ(v1):
 
 
 def test_a_version_2_folder_is_read_without_tests_touched_and_refused_by_a_resume(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v2")
-    run(folder, info, config, FakeTasks(calls=1))
-    as_version_2(folder)
+    folder = older_folder(tmp_path, monkeypatch, 2, as_version_2)
     assert "tests_touched" not in folder.layout.tasks.read_text()
     record = load_run(folder.path)
     assert len(record.tasks) == 2 and list(record.tasks["tests_touched"]) == ["", ""]
@@ -161,10 +167,7 @@ def assert_reported_routed_and_refused(tmp_path: Path, folder, version: int) -> 
 
 
 def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v3")
-    run(folder, info, config, FakeTasks(calls=1))
-    as_version_3(folder)
+    folder = older_folder(tmp_path, monkeypatch, 3, as_version_3)
     assert "max_gap_s" not in folder.layout.calls.read_text()
     record = load_run(folder.path)
     assert len(record.calls) == 2 and record.calls["max_gap_s"].isna().all()
@@ -172,10 +175,7 @@ def test_a_version_3_folder_is_read_without_max_gap_s_and_refused_by_a_resume(tm
 
 
 def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_resume(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v4")
-    run(folder, info, config, FakeTasks(calls=1))
-    as_version_4(folder)
+    folder = older_folder(tmp_path, monkeypatch, 4, as_version_4)
     assert "requested_model" not in folder.layout.calls.read_text()
     record = load_run(folder.path)
     assert len(record.calls) == 2 and list(record.calls["requested_model"]) == ["", ""]
@@ -184,10 +184,7 @@ def test_a_version_4_folder_is_read_without_requested_model_and_refused_by_a_res
 
 
 def test_a_version_6_folder_is_read_without_claim_reason_and_refused_by_a_resume(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
-    folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=2), run_id="v6")
-    run(folder, info, config, FakeTasks(calls=1))
-    as_version_6(folder)
+    folder = older_folder(tmp_path, monkeypatch, 6, as_version_6)
     header = folder.layout.tasks.read_text().splitlines()[0].split(",")
     assert "claim_reason" not in header and "coder_quote" not in header and "claim_source" in header
     record = load_run(folder.path)
