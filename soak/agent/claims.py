@@ -81,6 +81,11 @@ class Claim:
     quote: str = ""
     reason: str = field(default="", compare=False)
 
+    @property
+    def decisive(self) -> bool:
+        """It says something: a status or a tests claim."""
+        return self.status != "none" or self.tests_claim
+
 
 # --- what is read --------------------------------------------------------------------------------------------
 
@@ -390,12 +395,11 @@ def claim_of(text: str, *, fields: bool = True) -> Claim:
         status, tests, reason = held.status or "partial", False, f"{held.words!r} outranks the later {reason!r}"
     elif reason:
         reason = repr(reason)
-    said = Claim(status=status, tests_claim=tests, quote=quote, reason=reason)
     if reported and reported[-1].status != "none":
         report = reported[-1]
         return Claim(report.status, report.tests_claim or (tests and report.status == "done"), report.quote or quote,
                      report.reason)
-    return said
+    return Claim(status=status, tests_claim=tests, quote=quote, reason=reason)
 
 
 # --- completion fields ---------------------------------------------------------------------------------------
@@ -438,7 +442,7 @@ def claim_from_fields(value: dict[str, Any]) -> Claim | None:
     if value.get("is_error") is True:
         return None
     if field is None or (field == "task_complete" and value[field] in (False, "false")):
-        return said if said.status != "none" or said.tests_claim else None
+        return said if said.decisive else None
     status = FIELD_STATUS.get(str(value[field]).strip().lower())
     if status is None:
         return said

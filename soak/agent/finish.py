@@ -38,10 +38,6 @@ class Closing:
     model: Claim | None = None
 
 
-def says(claim: Claim) -> bool:
-    return claim.status != "none" or claim.tests_claim
-
-
 def json_file(path: Path) -> Any:
     """A kept JSON file of the agent's, None when it is missing, too large or not JSON (the agent wrote it)."""
     try:
@@ -79,7 +75,7 @@ def mini_submission(kept: Path) -> Signal | None:
             if isinstance(m, dict) and m.get("role") == "assistant"]
     last = next((text for text in reversed(said) if text.strip()), "")
     claim = claim_of(last)
-    return last, claim if says(claim) else SUBMITTED
+    return last, claim if claim.decisive else SUBMITTED
 
 
 def hermes_response(kept: Path, output: str) -> Signal | None:
@@ -133,10 +129,10 @@ def closing(agent: str, kept: Path, output: str, last_words: str) -> Closing:
     printed = claim_of(paragraph)
     source: ClaimSource = "model"
     text, claim = last_words, model
-    if signal is not None and says(signal[1]):
+    if signal is not None and signal[1].decisive:
         source, (text, claim) = "signal", signal
-    elif says(printed):
+    elif printed.decisive:
         source, text, claim = "output", paragraph, printed
-    differs = source != "model" and says(model) and (model.status, model.tests_claim) != (claim.status,
+    differs = source != "model" and model.decisive and (model.status, model.tests_claim) != (claim.status,
                                                                                           claim.tests_claim)
     return Closing(claim, source, text, model if differs else None)

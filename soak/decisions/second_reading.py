@@ -73,20 +73,22 @@ async def judge_message(chat: ChatEndpoint, text: str) -> Claim | None:
     return judged_claim(result.content)
 
 
-def closing_messages(run: RunRecord) -> list[tuple[str, int, Claim, str]]:
+def closing_messages(run: RunRecord) -> tuple[list[tuple[str, int, Claim, str]], int]:
     """(task, cycle, the recorded claim, the message it was read from) of each counting attempt whose claim was read
-    from words and whose folder kept that message (folders of schema version 6 and older did not)."""
-    found = []
+    from words and whose folder kept that message; and how many such attempts kept none (folders of schema version 6
+    and older)."""
+    found, unkept = [], 0
     for row in records(latest_attempts(run.tasks)):
         if row["claim_source"] not in READ_SOURCES:
             continue
-        attempt = run.attempt(str(row["task_id"]), int(row["cycle"]), strict=False)
-        kept = [path for number in reversed(attempt.layout.rounds())
-                if (path := attempt.layout.closing(number)).is_file()]
-        if kept:
-            claim = Claim(row["claim"], bool(row["claimed_tests_pass"]), str(row["claim_quote"]))
-            found.append((str(row["task_id"]), int(row["cycle"]), claim, kept[0].read_text(errors="replace")))
-    return found
+        layout = run.layout.attempt(str(row["task_id"]), int(row["cycle"]))
+        kept = [path for number in reversed(layout.rounds()) if (path := layout.closing(number)).is_file()]
+        if not kept:
+            unkept += 1
+            continue
+        claim = Claim(row["claim"], bool(row["claimed_tests_pass"]), str(row["claim_quote"]))
+        found.append((str(row["task_id"]), int(row["cycle"]), claim, kept[0].read_text(errors="replace")))
+    return found, unkept
 
 
 async def second_readings(messages: list[tuple[str, int, Claim, str]], endpoint: Endpoint) -> list[SecondReading]:
@@ -100,9 +102,8 @@ async def second_readings(messages: list[tuple[str, int, Claim, str]], endpoint:
 
 def read_again(run: RunRecord, endpoint: Endpoint) -> tuple[list[SecondReading], int]:
     """Every kept closing message of the run read by the judge; (the readings, how many attempts had none kept)."""
-    messages = closing_messages(run)
-    counted = sum(1 for row in records(latest_attempts(run.tasks)) if row["claim_source"] in READ_SOURCES)
-    return asyncio.run(second_readings(messages, endpoint)), counted - len(messages)
+    messages, unkept = closing_messages(run)
+    return asyncio.run(second_readings(messages, endpoint)), unkept
 
 
 def as_json_rows(readings: list[SecondReading]) -> list[dict[str, Any]]:
