@@ -61,6 +61,10 @@ SECRET_BYTES = 32
 COLLECT_TIMEOUT_SECONDS = 120
 HEAD_BYTES = 64 * 1024
 """What a round keeps of an entry file over the size limit: its head."""
+SCAN_IN_HARNESS_BYTES = 16 * 1024
+"""A source up to this size is scanned in the harness: ~1 ms for a typical solution, ~30 ms and a few MiB at the
+limit (measured), where a process of the scan's own costs ~45 ms of CPU beside the tests. A larger one gets that
+process."""
 SCAN_SECONDS = 10
 """The static scan's wall clock and CPU seconds; past them it is said to have failed."""
 SCAN_LIMITS = ResourceLimits(address_space_bytes=1024 * MiB)
@@ -306,15 +310,22 @@ def expected_tests(
 
 
 class Scan:
-    """The static look at one source (soak.sandbox.scan) in a process of its own, started before the tests and read
-    after them: its memory, CPU seconds and wall time are bounded there, so no source inflates or stalls the harness
-    (the scan is linear but slow, seconds a MiB, and a parser crash would take its process down). It only annotates:
-    a failing scan is said, never fatal. A context manager: leaving it kills a scan still running."""
+    """The static look at one source (soak.sandbox.scan): a small one in the harness, at once; a larger one in a
+    process of its own, started before the tests and read after them, with its memory, CPU seconds and wall time
+    bounded there, so no source inflates or stalls the harness (the scan is linear but slow, seconds a MiB). It only
+    annotates: a failing scan is said, never fatal. A context manager: leaving it kills a scan still running."""
 
     def __init__(self, source: str) -> None:
         self.deadline = time.monotonic() + SCAN_SECONDS
         self.process: subprocess.Popen | None = None
-        self.failed = ""
+        self.found = ""
+        """The reasons, or why the scan failed, once known."""
+        if len(source) <= SCAN_IN_HARNESS_BYTES and len(source.encode()) <= SCAN_IN_HARNESS_BYTES:
+            try:
+                self.found = "; ".join(scan.suspicious(source))
+            except MemoryError:  # the parser's own limit on nesting
+                self.found = "scan failed: MemoryError"
+            return
         try:
             with tempfile.TemporaryFile() as held:  # read by the scan at its pace: nothing here waits on a pipe
                 held.write(source.encode())
@@ -323,7 +334,7 @@ class Scan:
                     SCAN_COMMAND, stdin=held, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     preexec_fn=rlimit_setter(SCAN_LIMITS, SCAN_SECONDS))
         except Exception as error:  # noqa: BLE001 - the scan only annotates
-            self.failed = f"scan failed: {type(error).__name__}"
+            self.found = f"scan failed: {type(error).__name__}"
 
     def __enter__(self) -> "Scan":
         return self
@@ -336,7 +347,7 @@ class Scan:
     def reasons(self, stop: threading.Event | None = None) -> str:
         """The scan's reasons, "; "-joined; waits for it until its deadline, no longer once `stop` is set."""
         if self.process is None:
-            return self.failed
+            return self.found
         while True:
             try:
                 out, err = self.process.communicate(timeout=min(0.1, max(self.deadline - time.monotonic(), 0)))

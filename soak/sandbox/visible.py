@@ -92,14 +92,21 @@ def run_module(kind: str, name: str) -> list[str]:
                   f"runpy.run_module({name!r}, run_name='__main__', alter_sys=True)"]
 
 
+def within(path: str, folder: str) -> bool:
+    """Whether an absolute, normalised path is `folder` or lies in it (a string test: the jail's arguments are built
+    for every run, and pathlib's is ~20 times slower)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def outermost(paths: list[Path], covered: list[Path]) -> list[Path]:
     """Existing paths, as given and resolved, without those another one (or a `covered` one) holds; never the whole
     root."""
-    found = {p for path in paths if path.exists() for p in (Path(os.path.abspath(path)), path.resolve())}
-    found.discard(Path("/"))
-    cover = found | set(covered)
-    return sorted(path for path in found - set(covered)
-                  if not any(other != path and path.is_relative_to(other) for other in cover))
+    found = {p for path in paths if path.exists() for p in (os.path.abspath(path), os.path.realpath(path))}
+    found.discard("/")
+    held = {str(path) for path in covered}
+    cover = found | held
+    return sorted(Path(path) for path in found - held
+                  if not any(other != path and within(path, other) for other in cover))
 
 
 def allowed() -> tuple[list[Path], list[Path]]:
@@ -151,7 +158,7 @@ def jail_root(
     shown = [Path(os.path.abspath(path)) for path in visible if path.exists()]
     root += [Mount("ro-bind", str(path), str(path)) for path in shown]
     masks = [path for path in outermost(hidden(), []) if path.is_dir()
-             and any(path.is_relative_to(other) for other in [*bound, *shown])]
+             and any(within(str(path), str(other)) for other in [*bound, *shown])]
     root += [Mount("tmpfs", str(path), size=MASK_BYTES) for path in masks]
     root += [Mount("ro-bind", str(in_jail(path)), str(path)) for path in harness]
     if sized_workspace:
@@ -166,8 +173,13 @@ def made_folders(root: list[Mount]) -> list[str]:
     host counterpart's mode, so a jailed user who is not root could not pass /root (0700) to a Python kept there."""
     points = {m.dest for m in root if m.op != "remount-ro"}
     host = [m.dest for m in root if m.op in ("proc", "dev", "bind", "ro-bind")]
-    parents = {str(parent) for point in points for parent in Path(point).parents if parent != Path("/")}
-    return sorted(p for p in parents - points if not any(Path(p).is_relative_to(point) for point in host))
+    parents = set()
+    for point in points:
+        parent = os.path.dirname(point)
+        while parent != "/":
+            parents.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(p for p in parents - points if not any(within(p, point) for point in host))
 
 
 def bwrap_args(root: list[Mount]) -> list[str]:

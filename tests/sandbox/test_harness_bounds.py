@@ -1,6 +1,6 @@
 """The harness never pays for what it judges: an entry file over the size limit fails by its size alone (never read
-whole, scanned or run), and the static scan runs in a process of its own, so a judged file however large or hostile
-leaves the harness's own peak memory where a normal one leaves it."""
+whole, scanned or run), and the static scan of a large one runs in a process of its own, so a judged file however
+large or hostile leaves the harness's own peak memory where a normal one leaves it."""
 
 import asyncio
 import json
@@ -85,17 +85,31 @@ def test_a_long_word_in_a_string_scans_in_linear_time():
     assert reason.startswith("names the test harness or files ('aaaa") and reason.endswith("… (line 1)")
 
 
+def test_a_small_source_is_scanned_in_the_harness_and_a_larger_one_in_a_process_of_its_own():
+    """Below the size where the scan's own process costs more than the scan, no process starts; above it one does, and
+    both say the same."""
+    small = "import gc\n"
+    large = small + "#" * judge.SCAN_IN_HARNESS_BYTES + "\n"
+    with Scan(small) as scanning:
+        assert scanning.process is None and scanning.reasons() == "imports gc (line 1)"
+    with Scan(large) as scanning:
+        assert scanning.process is not None and scanning.reasons() == "imports gc (line 1)"
+    with Scan("-" * 16_000 + "1\n") as scanning:  # past the parser's nesting limit: said, the harness unharmed
+        assert scanning.process is None and scanning.reasons() in ("", "scan failed: MemoryError")
+
+
 def test_a_scan_that_does_not_answer_is_said_at_its_deadline_and_killed(monkeypatch):
     """A scan that never answers (here one that sleeps) costs the judge its deadline at most, or nothing once the
     attempt's budget has ended; either way it is said and its process is gone."""
     monkeypatch.setattr(judge, "SCAN_COMMAND", [sys.executable, "-c", "import time; time.sleep(3600)"])
     monkeypatch.setattr(judge, "SCAN_SECONDS", 1)
-    with Scan("x = 1\n") as scanning:
+    source = "x = 1\n" * judge.SCAN_IN_HARNESS_BYTES
+    with Scan(source) as scanning:
         assert scanning.reasons() == "scan failed: it took over 1 s"
     assert scanning.process is not None and scanning.process.returncode is not None
     stop = threading.Event()
     stop.set()
-    with Scan("x = 1\n") as scanning:
+    with Scan(source) as scanning:
         assert scanning.reasons(stop) == "scan failed: the attempt's budget ended first"
     assert scanning.process is not None and scanning.process.returncode is not None
 

@@ -169,12 +169,13 @@ def test_honest_objects_with_their_own_equality_pass():
 
 
 def test_suspicious_is_what_the_scan_says_and_a_failing_scan_never_changes_the_verdict(monkeypatch):
-    """The scan runs in a process of its own: its reasons come back beside the verdict; a scan that cannot run (here
+    """The scan's reasons come back beside the verdict; a scan that cannot run (here one in a process of its own, with
     too little memory to start Python) is said, and the verdict is the tests' own."""
     source = "import gc\n\n" + DOUBLE.reference
     verdict = judge(DOUBLE, source)
     assert (verdict.result, verdict.suspicious) == ("pass", "imports gc (line 1)")
     monkeypatch.setattr(sandbox, "SCAN_LIMITS", jail.ResourceLimits(address_space_bytes=8 << 20))
+    monkeypatch.setattr(sandbox, "SCAN_IN_HARNESS_BYTES", 0)
     verdict = judge(DOUBLE, attack("hookwrapper"))
     assert verdict.result == "tampered" and verdict.suspicious.startswith("scan failed: "), verdict.suspicious
 
