@@ -62,6 +62,17 @@ def test_every_kind_of_change_is_evidence():
     assert "removed: judging_for_test.Report.outcome" in found
 
 
+def test_a_function_changed_in_place_is_evidence_where_its_identity_is_not():
+    """A plain function's parts are taken apart from the names (Frozen.seal): the same function object with other
+    defaults, or other keyword defaults, is a change of its own."""
+    module = judging_module()
+    before = freeze(module)
+    module.check.__defaults__ = (9,)
+    module.check.__kwdefaults__ = {"z": 9}
+    assert changes(before, freeze(module)) == ["changed: judging_for_test.check.__defaults__",
+                                               "changed: judging_for_test.check.__kwdefaults__"]
+
+
 def test_a_module_swapped_in_sys_modules_is_evidence():
     module = judging_module()
     sys.modules[module.__name__] = module
