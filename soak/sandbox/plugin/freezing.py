@@ -49,24 +49,18 @@ GROUP = object()
 
 
 class Frozen:
-    """One freeze, flat: `names` holds each value's name in its namespace (a Part for a part of a value, GROUP where a
-    namespace starts), `values` the values, one for one (None for a GROUP), `prefixes` the namespaces' key prefixes;
-    the plain functions of a namespace (most of its values) have their parts apart, taken for all of them at once
-    (`seal`): `functions` holds where each stands in `values`, `codes`, `defaults` and `kwdefaults` their parts.
-    `snapshot` spells out the keys. Flat because a freeze runs at every step of a session: two freezes with equal names
-    and prefixes and the same values make the same Snapshot, and that compares at C speed (`unchanged`); the keyed
-    comparison (`differences`) runs only when something changed. Its markers are shared objects and its prefixes plain
-    tuples of names (untracked by the garbage collector once it has seen them): the frozen state held through a
-    session makes every later collection little longer."""
+    """One freeze, flat: `names` holds each value's name in its namespace (a Part for a part of a function, GROUP
+    where a namespace starts), `values` the values, one for one (None for a GROUP), `prefixes` the namespaces' key
+    prefixes; `snapshot` spells out the keys. Flat because a freeze runs at every step of a session: two freezes with
+    equal names and prefixes and the same values make the same Snapshot, and that compares at C speed (`unchanged`);
+    the keyed comparison (`differences`) runs only when something changed. Its markers are shared objects and its
+    prefixes plain tuples of names (untracked by the garbage collector once it has seen them): the frozen state held
+    through a session makes every later collection little longer."""
 
     def __init__(self) -> None:
         self.names: list[Any] = []  # a namespace's keys: str but for a forged one
         self.values: list[object] = []
         self.prefixes: list[tuple[str, ...]] = []
-        self.functions: list[int] = []
-        self.codes: list[object] = []
-        self.defaults: list[object] = []
-        self.kwdefaults: list[object] = []
 
     def group(self, prefix: tuple[str, ...]) -> None:
         self.names.append(GROUP)
@@ -77,21 +71,12 @@ class Frozen:
         self.names.append(name)
         self.values.append(value)
 
-    def seal(self) -> "Frozen":
-        """Take the parts of the functions met since the last seal, all at once."""
-        met = [self.values[at] for at in self.functions[len(self.codes):]]
-        self.codes += map(CODE, met)
-        self.defaults += map(DEFAULTS, met)
-        self.kwdefaults += map(KWDEFAULTS, met)
-        return self
-
     def snapshot(self) -> Snapshot:
         snap: Snapshot = {}
         prefixes = iter(self.prefixes)
         prefix: tuple[str, ...] = ()
         key: tuple[str, ...] = ()
-        parts = dict(zip(self.functions, zip(self.codes, self.defaults, self.kwdefaults, strict=True), strict=True))
-        for at, (name, value) in enumerate(zip(self.names, self.values, strict=True)):
+        for name, value in zip(self.names, self.values, strict=True):
             if name is GROUP:
                 prefix = next(prefixes)
             elif type(name) is Part:
@@ -99,13 +84,7 @@ class Frozen:
             else:
                 key = prefix + (name,)
                 snap[key] = value
-                if at in parts:
-                    for part, part_value in zip(FUNCTION_PARTS, parts[at], strict=True):
-                        snap[key + part] = part_value
         return snap
-
-
-CODE, DEFAULTS, KWDEFAULTS = (operator.attrgetter(name) for name in ("__code__", "__defaults__", "__kwdefaults__"))
 
 
 BEHAVIOUR = types.ModuleType | property | classmethod | staticmethod
@@ -149,8 +128,8 @@ def freeze_namespace(
 ) -> None:
     """The behaviour in a namespace with its parts, and the members of the classes `owner` defines there, each class
     once (`classes`: the ids walked; None: a class's own namespace, whose classes are not walked). The loop of every
-    freeze, so what a function call per entry would do is written inline; the caller seals the freeze."""
-    names, values, functions = frozen.names, frozen.values, frozen.functions
+    freeze, so what a function call per entry would do is written inline."""
+    names, values = frozen.names, frozen.values
     volatile = VOLATILE.get(owner, ())
     grouped = False
     for name, value in dict(namespace).items():  # a copy: the solution's threads may change the namespace meanwhile
@@ -161,13 +140,14 @@ def freeze_namespace(
         if not grouped:
             frozen.group(prefix)
             grouped = True
-        if type(value) is types.FunctionType:  # its parts are taken with the others' (Frozen.seal)
-            functions.append(len(values))
         names.append(name)
         values.append(value)
-        if isinstance(value, WRAPPERS) and type(value) is not types.FunctionType:
+        if type(value) is types.FunctionType:
+            names += FUNCTION_PARTS
+            values += (value.__code__, value.__defaults__, value.__kwdefaults__)
+        elif isinstance(value, WRAPPERS):
             add_parts(frozen, value)
-        elif classes is not None and isinstance(value, type) and value.__module__ == owner and id(value) not in classes:
+        if classes is not None and isinstance(value, type) and value.__module__ == owner and id(value) not in classes:
             classes.add(id(value))
             freeze_namespace(frozen, prefix + (name,), vars(value), "", None)
             grouped = False
@@ -197,7 +177,7 @@ def freeze_modules(frozen: Frozen, modules: list[types.ModuleType]) -> Frozen:
     frozen.add("setprofile", getattr(threading, "_profile_hook", None))
     frozen.group(("sys",))
     frozen.add("meta_path", tuple(sys.meta_path))
-    return frozen.seal()
+    return frozen
 
 
 def named_in_group(frozen: Frozen, start: int, first_group: int, prefix: tuple[str, ...]) -> set[object]:
@@ -230,7 +210,7 @@ def freeze_registry(frozen: Frozen, pm: pytest.PytestPluginManager) -> Frozen:
             frozen.add(entry, (impl.function, impl.plugin, impl.wrapper, impl.hookwrapper, impl.tryfirst, impl.trylast,
                                tuple(impl.argnames)))
             add_parts(frozen, impl.function)
-    return frozen.seal()
+    return frozen
 
 
 def origin(value: object) -> str:
@@ -272,18 +252,16 @@ def differences(before: Snapshot, after: Snapshot, limit: int = 12) -> list[str]
 
 
 def unchanged(before: Frozen, after: Frozen) -> bool:
-    """Whether two freezes make Snapshots without `differences`: equal names in the same order and the same values and
-    function parts, compared by identity in one pass, and by `same` where that fails (the tuples a freeze builds
-    afresh)."""
-    if before.names != after.names or before.prefixes != after.prefixes or before.functions != after.functions:
+    """Whether two freezes make Snapshots without `differences`: equal names in the same order and the same values,
+    compared by identity in one pass, and by `same` where that fails (the tuples a freeze builds afresh)."""
+    if before.names != after.names or before.prefixes != after.prefixes:
         return False
-    for olds, news in ((before.values, after.values), (before.codes, after.codes),
-                       (before.defaults, after.defaults), (before.kwdefaults, after.kwdefaults)):
-        for at in itertools.compress(range(len(olds)), map(operator.is_not, olds, news)):
-            old, new = olds[at], news[at]
-            if not (type(old) is tuple is type(new) and len(old) == len(new) and all(map(operator.is_, old, new))
-                    or same(old, new)):
-                return False
+    olds, news = before.values, after.values
+    for at in itertools.compress(range(len(olds)), map(operator.is_not, olds, news)):
+        old, new = olds[at], news[at]
+        if not (type(old) is tuple is type(new) and len(old) == len(new) and all(map(operator.is_, old, new))
+                or same(old, new)):
+            return False
     return True
 
 

@@ -99,7 +99,7 @@ class ResultRecorder:
             frozen.group(("test", item.nodeid))
             frozen.add("function", item_function(item))
             frozen.add("__code__", item_code(item))
-        return frozen.seal()
+        return frozen
 
     def check(self, items: list[pytest.Item] | None = None, full: bool = True) -> None:
         """Compare with the frozen state; not `full` (after each test): the registry and the test modules only, the
