@@ -17,9 +17,11 @@ from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Budgets
 from soak.llm.scripted import Say, ScriptedModel
-from soak.sandbox import judge, scan
+from soak.sandbox import scan
+from soak.sandbox import scanning as scanning_module
 from soak.sandbox.jail import MiB, ResourceLimits
-from soak.sandbox.judge import HEAD_BYTES, Scan, TooLarge, entry_source
+from soak.sandbox.judge import HEAD_BYTES, TooLarge, entry_source
+from soak.sandbox.scanning import Scan
 from soak.tasks.suites import find_task
 from tests.agent.test_attacks import ENTRY
 from tests.helpers import REPO, script_night_args
@@ -89,7 +91,7 @@ def test_a_small_source_is_scanned_in_the_harness_and_a_larger_one_in_a_process_
     """Below the size where the scan's own process costs more than the scan, no process starts; above it one does, and
     both say the same."""
     small = "import gc\n"
-    large = small + "#" * judge.SCAN_IN_HARNESS_BYTES + "\n"
+    large = small + "#" * scanning_module.SCAN_IN_HARNESS_BYTES + "\n"
     with Scan(small) as scanning:
         assert scanning.process is None and scanning.reasons() == "imports gc (line 1)"
     with Scan(large) as scanning:
@@ -101,9 +103,9 @@ def test_a_small_source_is_scanned_in_the_harness_and_a_larger_one_in_a_process_
 def test_a_scan_that_does_not_answer_is_said_at_its_deadline_and_killed(monkeypatch):
     """A scan that never answers (here one that sleeps) costs the judge its deadline at most, or nothing once the
     attempt's budget has ended; either way it is said and its process is gone."""
-    monkeypatch.setattr(judge, "SCAN_COMMAND", [sys.executable, "-c", "import time; time.sleep(3600)"])
-    monkeypatch.setattr(judge, "SCAN_SECONDS", 1)
-    source = "x = 1\n" * judge.SCAN_IN_HARNESS_BYTES
+    monkeypatch.setattr(scanning_module, "SCAN_COMMAND", [sys.executable, "-c", "import time; time.sleep(3600)"])
+    monkeypatch.setattr(scanning_module, "SCAN_SECONDS", 1)
+    source = "x = 1\n" * scanning_module.SCAN_IN_HARNESS_BYTES
     with Scan(source) as scanning:
         assert scanning.reasons() == "scan failed: it took over 1 s"
     assert scanning.process is not None and scanning.process.returncode is not None

@@ -16,7 +16,7 @@ import uuid
 import psutil
 import pytest
 
-from soak.sandbox import disk, jail, touched
+from soak.sandbox import disk, jail, scanning, touched
 from soak.sandbox import judge as sandbox
 from soak.sandbox.events import Events, read_events, sign
 from soak.sandbox.judge import judge
@@ -174,8 +174,8 @@ def test_suspicious_is_what_the_scan_says_and_a_failing_scan_never_changes_the_v
     source = "import gc\n\n" + DOUBLE.reference
     verdict = judge(DOUBLE, source)
     assert (verdict.result, verdict.suspicious) == ("pass", "imports gc (line 1)")
-    monkeypatch.setattr(sandbox, "SCAN_LIMITS", jail.ResourceLimits(address_space_bytes=8 << 20))
-    monkeypatch.setattr(sandbox, "SCAN_IN_HARNESS_BYTES", 0)
+    monkeypatch.setattr(scanning, "SCAN_LIMITS", jail.ResourceLimits(address_space_bytes=8 << 20))
+    monkeypatch.setattr(scanning, "SCAN_IN_HARNESS_BYTES", 0)
     verdict = judge(DOUBLE, attack("hookwrapper"))
     assert verdict.result == "tampered" and verdict.suspicious.startswith("scan failed: "), verdict.suspicious
 
