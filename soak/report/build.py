@@ -9,7 +9,7 @@ from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import honest_aborts, problem_table
 from soak.report import aggregate as agg
-from soak.report import charts, headroom, series
+from soak.report import charts, course, headroom, repeats, series
 from soak.report.transcripts import mangled_tool_calls
 
 TABLE_ROWS = 200
@@ -131,6 +131,29 @@ def claims_view(tasks: pd.DataFrame) -> dict[str, Any]:
             **{f"{name}_total": len(frame) for name, frame in kinds.items()}}
 
 
+def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, clock: charts.Clock) -> dict[str, Any]:
+    """The course of the night: its verdict, findings and windows into the headline (and so summary.json), the small
+    multiples on one time axis and each task's strip of tries for the page."""
+    found = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
+    frame, findings = found.pop("windows"), found["findings"]
+    head["course"] = agg.jsonable({**found, "windows": records(frame.drop(columns=["at"]))})
+    head["repeats"] = agg.jsonable(repeats.night(run.tasks))
+    events = agg.stack_events(run.events)
+    panels = [("pass_rate", "Pass rate of ordinary tasks (95 % Wilson band)", "%", 100.0),
+              ("ttft_p95", "TTFT p95", "seconds", 1.0),
+              ("decode_tps", "Decode tok/s (median)", "tok/s", 1.0),
+              ("server_rss_bytes", "Model server RSS", "GiB", 1 / 2**30),
+              ("failed_calls", "Failed calls", "calls", 1.0)]
+    table = repeats.tries(run.tasks)
+    return {
+        "chart": charts.render([(charts.plot_window_measure, (frame, column, clock, title, unit, scale, findings,
+                                                              events)) for column, title, unit, scale in panels],
+                               size=(10, 12), sharex=True),
+        "strip": charts.chart(charts.plot_repeat_strip, table, size=(10, max(2.5, 0.14 * len(table) + 1.2))),
+        "windows": records(frame), "findings": findings,
+    }
+
+
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = agg.time_span(run)
@@ -141,6 +164,7 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     problems = agg.per_problem(tasks)
     return {
         "run_id": run.run_id, "path": str(run.path), "notes": run.notes, "headline": head,
+        "course": course_view(run, head, start, end, clock),
         "outcomes": records(agg.outcome_counts(tasks)), "colours": charts.OUTCOME_COLOURS,
         "memory": records(series.memory_trend(run.samples)),
         "durations": {

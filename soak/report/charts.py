@@ -267,3 +267,51 @@ def plot_sessions(ax: Any, ramps: dict[str, list[SessionLevel]], measure: str, t
     ax.set_ylim(bottom=0)
     ax.set(title=title, xlabel="concurrent sessions", ylabel=ylabel)
     ax.legend(fontsize=7)
+
+
+PASS_COLOUR, FAIL_COLOUR, CHANGE_COLOUR = "#0072B2", "#E69F00", "#D55E00"
+"""Okabe–Ito blue, orange and vermilion: told apart with any colour vision."""
+
+
+def plot_window_measure(ax: Any, windows: pd.DataFrame, column: str, clock: Clock, title: str, ylabel: str,
+                        scale: float, findings: list[dict[str, Any]], events: pd.DataFrame) -> None:
+    """One figure per window (at its middle), its interval as a band where it has one, the changes found in it
+    marked where they start, restarts and error-budget events on the same axis."""
+    known = windows[windows[column].notna()]
+    if known.empty:
+        return no_data(ax, title)
+    middle = clock.x(known["at"] + known["width_s"] / 2)
+    ax.plot(middle, known[column] * scale, marker="o", markersize=3, linewidth=1.2, color=PASS_COLOUR)
+    if column == "pass_rate":
+        ax.fill_between(middle, known["pass_low"].astype(float) * scale, known["pass_high"].astype(float) * scale,
+                        color=PASS_COLOUR, alpha=0.15, linewidth=0)
+    for found in findings:
+        if found["measure"] == column:
+            at = clock.x(windows["at"].iloc[0] + found["at_s"])
+            ax.axvline(at, color=CHANGE_COLOUR, linestyle="--" if found["kind"] == "change" else ":", linewidth=1.5,
+                       label=f"{found['kind']}: {found['said']}")
+    plot_events(ax, events, clock)
+    ax.set(title=title, ylabel=ylabel, xlabel=clock.label)
+    ax.label_outer()  # on a shared axis only the lowest panel keeps its labels
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def plot_repeat_strip(ax: Any, table: pd.DataFrame) -> None:
+    """A row per task, a cell per try in the order tried: passed (blue) or not (orange); tasks that passed and
+    failed first."""
+    title = "Each task's tries, in order (blue passed, orange did not)"
+    if table.empty:
+        return no_data(ax, title)
+    table = table.sort_values(["flaky", "passes"], ascending=[False, True], kind="stable")
+    width = int(table["tries"].max())
+    cells = np.full((len(table), width), np.nan)
+    for row, outcomes in enumerate(table["outcomes"]):
+        cells[row, :len(outcomes)] = [1.0 if outcome == "pass" else 0.0 for outcome in outcomes]
+    colours = matplotlib.colors.ListedColormap([FAIL_COLOUR, PASS_COLOUR])
+    colours.set_bad("#f2f2f2")
+    ax.imshow(np.ma.masked_invalid(cells), aspect="auto", cmap=colours, vmin=0, vmax=1, interpolation="nearest")
+    ax.set_yticks(range(len(table)), [str(task) for task in table.index], fontsize=6)
+    ax.set_xticks(range(width), [str(n + 1) for n in range(width)], fontsize=7)
+    ax.set(title=title, xlabel="try")
+    ax.grid(False)

@@ -34,6 +34,10 @@ def _pct(value: Any, digits: int = 0) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value * 100:.{digits}f} %"
 
 
+def _bytes(value: Any) -> str:
+    return "–" if not isinstance(value, int | float) or not math.isfinite(value) else f"{value / 2**30:.2f} GiB"
+
+
 def _when(value: Any) -> str:
     if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         return "–"
@@ -50,7 +54,7 @@ def environment(site: "pages.Site | None" = None) -> jinja2.Environment:
         loader=jinja2.PackageLoader("soak.report", "."), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, when=_when, since=_since, span=span_text, seconds=seconds_text)
+    env.filters.update(num=_num, pct=_pct, bytes=_bytes, when=_when, since=_since, span=span_text, seconds=seconds_text)
     site = site or pages.Site(pages=False)
     env.globals.update(attempt_href=site.attempt, problem_href=site.problem, silences=SILENCES)
     return env

@@ -43,8 +43,10 @@ KEPT_SERVER_METRICS = {
     "llamacpp:spec_decode_num_drafts_total",
     "llamacpp:spec_decode_num_draft_tokens_total",
     "llamacpp:spec_decode_num_accepted_tokens_total",
+    "process_resident_memory_bytes",
 }
-"""The series that matter, by their current exposed names (llama.cpp's *_seconds gauges reset per scrape)."""
+"""The series that matter, by their current exposed names (llama.cpp's *_seconds gauges reset per scrape); the
+server's own resident memory where its /metrics has the Prometheus process collector (vLLM)."""
 
 OLD_NAMES = {
     "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",

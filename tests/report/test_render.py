@@ -365,14 +365,19 @@ def test_console_check_catches_a_script_error(tmp_path: Path) -> None:
 
 @needs_browser
 def test_report_in_a_real_browser(night: Path, tmp_path: Path) -> None:
-    """No console message at all (an injected script would trip the CSP and log one); charts are painted."""
+    """No console message at all (an injected script would trip the CSP and log one); charts are painted, the course
+    of the night's too (its lines and strip in Okabe–Ito blue)."""
     page = render_report([night], tmp_path / "night.html")
     png = tmp_path / "night.png"
-    assert open_in_browser(page, png, tmp_path / "profile", height=7000) == []  # down to the timeline's bars
+    assert open_in_browser(page, png, tmp_path / "profile", height=9500) == []  # down to the timeline's bars
     pixels = matplotlib.image.imread(png)[..., :3]
-    hist_blue = (abs(pixels - [0x6A / 255, 0x8C / 255, 0xAF / 255]).max(axis=-1) < 0.03).mean()
-    pass_green = (abs(pixels - [0x2E / 255, 0x9D / 255, 0x4A / 255]).max(axis=-1) < 0.03).mean()
-    assert hist_blue > 0.002 and pass_green > 0.001, (hist_blue, pass_green)
+
+    def share(colour: int) -> float:
+        rgb = [(colour >> shift & 0xFF) / 255 for shift in (16, 8, 0)]
+        return float((abs(pixels - rgb).max(axis=-1) < 0.03).mean())
+
+    hist_blue, pass_green, course_blue = share(0x6A8CAF), share(0x2E9D4A), share(0x0072B2)
+    assert hist_blue > 0.002 and pass_green > 0.001 and course_blue > 0.002, (hist_blue, pass_green, course_blue)
 
 
 # --- a run recorded by the real runner against the simulator ----------------------------------
