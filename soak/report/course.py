@@ -115,8 +115,9 @@ def windows(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, sta
     sampled = {"server_rss_bytes": server_memory(samples),
                "gpu_memory_bytes": series.summed(samples, "gpu", "gpu_memory_used_bytes"),
                "kv_usage": series.window(samples, "server:*", "vllm:kv_cache_usage_perc")}
-    for name, values in sampled.items():
-        frame[name] = frame["window"].map(values.groupby(index(values["at"]))["value"].mean()) if len(values) else None
+    for name, readings in sampled.items():
+        frame[name] = (frame["window"].map(readings.groupby(index(readings["at"]))["value"].mean()) if len(readings)
+                       else None)
     return frame.assign(width_s=width)
 
 

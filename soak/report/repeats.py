@@ -43,9 +43,9 @@ def tries(tasks: pd.DataFrame) -> pd.DataFrame:
 def per_task(tasks: pd.DataFrame, k: int) -> pd.DataFrame:
     """`tries` with pass@k and pass^k at this k (None where a task has fewer tries)."""
     table = tries(tasks)
-    return table.assign(
-        pass_at_k=[pass_at_k(n, c, k) for n, c in zip(table["tries"], table["passes"], strict=True)],
-        pass_hat_k=[pass_hat_k(n, c, k) for n, c in zip(table["tries"], table["passes"], strict=True)])
+    pairs = list(zip(table["tries"], table["passes"], strict=True))
+    return table.assign(pass_at_k=pd.Series([pass_at_k(n, c, k) for n, c in pairs], index=table.index, dtype=float),
+                        pass_hat_k=pd.Series([pass_hat_k(n, c, k) for n, c in pairs], index=table.index, dtype=float))
 
 
 def night(tasks: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
