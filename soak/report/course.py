@@ -15,7 +15,7 @@ import ruptures
 from scipy import stats
 
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
-from soak.record.summary import span_text, wilson
+from soak.record.summary import wilson
 from soak.report import series
 
 WIDTHS = (5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 14400)
@@ -53,6 +53,15 @@ MEASURES = (
 
 def window_width(length: float) -> float:
     return next((width for width in WIDTHS if length / width <= MAX_WINDOWS), length / MAX_WINDOWS)
+
+
+def length_text(seconds: float) -> str:
+    """8 h 02 min, 4 min 05 s, 40 s: a night's length as the verdict says it."""
+    whole = round(seconds)
+    hours, minutes, rest = whole // 3600, whole % 3600 // 60, whole % 60
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
 
 
 def clock(at: float, width: float) -> str:
@@ -102,7 +111,9 @@ def windows(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, sta
                                                                               frame["model_attempts"], strict=True)]
     frame["pass_low"], frame["pass_high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     frame["false_success_rate"] = (frame["false_successes"] / frame["failed"]).where(frame["failed"] > 0)
-    ok = calls[calls["status"] == "ok"].assign(window=lambda c: index(c["started_at"]))
+    ok = calls[calls["status"] == "ok"]
+    ok = ok.assign(window=index(ok["started_at"]), **{column: pd.to_numeric(ok[column], errors="coerce") for column in
+                                                      ("ttft_s", "decode_tps", "prompt_tokens", "cached_tokens")})
     uncached = ok["prompt_tokens"].fillna(0) - ok["cached_tokens"].fillna(0)
     ok = ok.assign(prefill_tps=(uncached / ok["ttft_s"]).where(ok["ttft_s"] > 0))
     grouped = ok.groupby("window")
@@ -208,6 +219,15 @@ def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
     return Finding(measure, "trend", int(x[0]), float(before), float(after), float(tau.pvalue))
 
 
+def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
+    """A step where one change explains the series; a slow drift where the trend test holds and the changes are not
+    one step (a ramp cut into stairs by PELT is a drift, as a leak is)."""
+    steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
+    if drift is not None and len(steps) != 1:
+        return [drift]
+    return steps
+
+
 def figure(measure: Measure, value: float) -> str:
     if measure.unit == "%":
         return f"{100 * value:.0f} %"
@@ -231,13 +251,11 @@ def course(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, even
     night is too short to tell)."""
     frame = windows(tasks, calls, samples, start, end)
     width = float(frame["width_s"].iloc[0])
-    found = [f for m in MEASURES for f in changes(m, frame, calls, start)]
-    changed = {f.measure.column for f in found}
-    found += [t for m in MEASURES if m.column not in changed and (t := trend(m, frame)) is not None]
+    found = [f for m in MEASURES for f in findings(m, frame, calls, start)]
     restarts = events.loc[events["kind"] == "restart", "at"].tolist() if not events.empty else []
     judged = int(frame["model_attempts"].gt(0).sum())
     worse = sorted((f for f in found if f.degrades), key=lambda f: f.window)
-    length = span_text(end - start)
+    length = length_text(end - start)
     if judged < MIN_WINDOWS:
         held, line = None, f"too short to judge its course ({judged} windows with attempts, {MIN_WINDOWS} needed)"
     elif not worse:

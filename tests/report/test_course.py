@@ -1,0 +1,88 @@
+"""The course of the night on records of a known shape: a step in latency and one in quality found where they were
+set and named in the verdict, a slow leak read as a drift, a steady night held over twenty seeds, a short night not
+judged. (The same detector on real sim nights, `degrade` and `steady`: tests/night/test_course_night.py.)"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
+from soak.report.course import course, window_width
+
+START = 1_767_225_600.0  # a night from 22:00 local time or so; only offsets matter
+HOURS = 2.0
+
+
+def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[float, float] = (0.2, 0.2),
+          cut_s: float = 3600.0, rss: tuple[float, float] = (2.0, 2.0), attempts: int = 720) -> dict:
+    """`attempts` spread evenly over the night, each a pass with the rate of its side of `cut_s`, three calls each
+    with a lognormal TTFT around that side's figure; the server's RSS (GiB) a line from one figure to the other."""
+    rng = np.random.default_rng(seed)
+    length = HOURS * 3600
+    started = START + np.sort(rng.uniform(0, length, attempts))
+    tasks, calls = [], []
+    for n, at in enumerate(started):
+        after = int(at - START >= cut_s)
+        outcome = "pass" if rng.random() < pass_rates[after] else "fail"
+        tasks.append(TaskRow(run_id="r", cycle=1, task_id=f"t{n % 40}", suite="builtin", started_at=at,
+                             ended_at=at + 5, duration_s=5, outcome=outcome).model_dump())
+        for index in range(3):
+            ttft = ttfts[int(at + index - START >= cut_s)] * float(rng.lognormal(0, 0.25))
+            calls.append(CallRow(run_id="r", task_id=f"t{n % 40}", cycle=1, call_index=index, role="coder",
+                                 endpoint="e", model="m", stream=True, started_at=at + index, ttft_s=ttft,
+                                 duration_s=ttft + 0.5, decode_tps=100 * float(rng.lognormal(0, 0.1)),
+                                 prompt_tokens=1000, cached_tokens=600, completion_tokens=50).model_dump())
+    times = np.arange(START, START + length, 30.0)
+    resident = np.interp(times, [START, START + length], rss) * 2**30 + rng.normal(0, 20 * 2**20, len(times))
+    samples = [SampleRow(run_id="r", at=at, source="server:sim", metric="process_resident_memory_bytes",
+                         value=value).model_dump() for at, value in zip(times, resident, strict=True)]
+    return {"tasks": pd.DataFrame(tasks, columns=list(TaskRow.model_fields)),
+            "calls": pd.DataFrame(calls, columns=list(CallRow.model_fields)), "samples": pd.DataFrame(samples),
+            "events": pd.DataFrame(columns=list(EventRow.model_fields)), "start": START, "end": START + length}
+
+
+def test_windows_cut_a_night_into_twelve_to_twenty_four():
+    for seconds in (300, 600, 3600, 8 * 3600, 12 * 3600):
+        assert 12 <= seconds / window_width(seconds) <= 24, seconds
+
+
+def test_a_step_in_latency_and_one_in_quality_are_found_where_set_and_named_first():
+    """TTFT quadruples from 40 min, the pass rate halves from 70 min: each change lands within one window of its time
+    and the verdict names both, latency first."""
+    latency = night(1, ttfts=(0.2, 0.8), cut_s=2400)
+    quality = night(1, pass_rates=(0.8, 0.4), cut_s=4200)
+    both = {**latency, "tasks": quality["tasks"]}
+    found = course(**both)
+    width = found["window_s"]
+    by_measure = {f["measure"]: f for f in found["findings"]}
+    assert set(by_measure) == {"ttft_p95", "pass_rate"}, found["findings"]
+    assert abs(by_measure["ttft_p95"]["at_s"] - 2400) <= width
+    assert abs(by_measure["pass_rate"]["at_s"] - 4200) <= width
+    assert by_measure["ttft_p95"]["after"] / by_measure["ttft_p95"]["before"] > 3
+    assert found["held"] is False
+    verdict = found["verdict"]
+    assert verdict.startswith(f"degraded from {by_measure['ttft_p95']['clock']}: TTFT p95 "), verdict
+    assert "pass rate 8" in verdict and f"from {by_measure['pass_rate']['clock']}" in verdict, verdict
+
+
+def test_a_slow_leak_is_a_drift_not_a_staircase():
+    """Server RSS from 2 to 5 GiB in a straight line: one finding, a trend, +3 GB."""
+    found = course(**night(2, rss=(2.0, 5.0)))
+    assert [(f["measure"], f["kind"]) for f in found["findings"]] == [("server_rss_bytes", "trend")]
+    assert "server RSS +2." in found["verdict"] or "server RSS +3." in found["verdict"], found["verdict"]
+    assert "(slow drift)" in found["verdict"]
+
+
+def test_a_steady_night_raises_no_alarm_over_twenty_seeds():
+    """The penalty and the two gates (a difference beyond chance, of a size that matters): at most one false alarm
+    in twenty steady nights."""
+    alarms = [course(**night(seed))["findings"] for seed in range(20)]
+    assert sum(bool(found) for found in alarms) <= 1, [a for a in alarms if a]
+    assert course(**night(0))["verdict"] == "held up for 2 h 00 min (no change beyond noise in quality, latency or " \
+                                          "memory)"
+
+
+@pytest.mark.parametrize("attempts", [0, 3])
+def test_a_night_too_short_to_judge_says_so(attempts):
+    found = course(**night(3, attempts=attempts))
+    assert found["held"] is None and found["verdict"].startswith("too short to judge its course")
