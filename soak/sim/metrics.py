@@ -5,7 +5,7 @@ import bisect
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -142,10 +142,11 @@ class PrefixCache:
 
 
 class RequestLog:
-    """Thread-safe ground truth, written by the server's event loop and read by tests and /metrics."""
+    """Thread-safe ground truth, written by the server's event loop and read by tests and /metrics; `elapsed` is the
+    server's clock (seconds since it started), for the scenario's `[drift]`."""
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.scenario = scenario
+    def __init__(self, scenario: Scenario, elapsed: Callable[[], float] = lambda: 0.0) -> None:
+        self.scenario, self.elapsed = scenario, elapsed
         self.lock = threading.Lock()
         self.stats = SimStats(spec_accepted_per_pos=[0] * len(scenario.spec_decode.acceptance))
         self.ttft, self.itl, self.e2e = Hist(TTFT_BUCKETS), Hist(ITL_BUCKETS), Hist(E2E_BUCKETS)
@@ -234,6 +235,13 @@ class RequestLog:
                 "model_path": f"{scenario.model}.gguf", "endpoint_slots": True, "endpoint_props": False,
                 "endpoint_metrics": True, "build_info": "soak sim"}
 
+    def resident_memory(self) -> Iterator[Metric]:
+        """prometheus_client's process gauge (no labels, as vLLM serves it), when the drift sets a resident memory."""
+        drift = self.scenario.drift
+        if drift.rss_bytes > 0:
+            yield GaugeMetricFamily("process_resident_memory_bytes", "Resident memory size in bytes.",
+                                    value=drift.rss(self.elapsed()))
+
     def snapshot(self) -> SimStats:
         with self.lock:
             stats = self.stats
@@ -293,6 +301,7 @@ class VllmCollector:
         yield self.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.itl)
         yield self.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", r.e2e)
         yield self.cache_config_info()
+        yield from r.resident_memory()
         if not r.scenario.spec_decode.enabled:
             return
         yield self.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts)
@@ -357,7 +366,7 @@ class LlamaCppCollector:
             }
         return [CounterMetricFamily(f"llamacpp:{name}", doc, value=v) for name, (doc, v) in counters.items()] + [
             GaugeMetricFamily(f"llamacpp:{name}", doc, value=v) for name, (doc, v) in gauges.items()
-        ]
+        ] + list(r.resident_memory())
 
 
 def ratio(part: float, whole: float) -> float:

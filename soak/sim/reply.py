@@ -4,6 +4,7 @@ import ast
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from typing import Any, Literal
@@ -161,10 +162,14 @@ def broken_variant(task: TaskSpec) -> str:
 
 
 class Planner:
-    """Decides each reply from the conversation, the scenario and a per-request random stream."""
+    """Decides each reply from the conversation, the scenario and a per-request random stream; `elapsed` is the
+    seconds since the server started, for the scenario's `[drift]` (the server passes its clock)."""
 
-    def __init__(self, scenario: Scenario, tasks: list[TaskSpec], seed: int, engine: str) -> None:
-        self.scenario, self.seed, self.engine = scenario, seed, engine
+    def __init__(
+        self, scenario: Scenario, tasks: list[TaskSpec], seed: int, engine: str,
+        elapsed: Callable[[], float] = lambda: 0.0,
+    ) -> None:
+        self.scenario, self.seed, self.engine, self.elapsed = scenario, seed, engine, elapsed
         self.tasks = {task.id: task for task in tasks}
         self._broken: dict[str, str] = {}
 
@@ -249,12 +254,17 @@ class Planner:
 
     def written(self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random) -> Written:
         """What to write: p_correct's reference or a broken variant; once an error was fed back (`The tests
-        failed`), the cheat on the scenario's cheating tasks, else p_fix's reference or a broken variant."""
+        failed`), the cheat on the scenario's cheating tasks, else p_fix's reference or a broken variant (both
+        chances scaled by the drift's pass factor)."""
         revision = any(REVISION in text_of(m) for m in messages)
         if revision and task and self.cheats(task):
             return "cheat"
         setting = self.scenario.coder
-        return "reference" if rng.random() < (setting.p_fix if revision else setting.p_correct) else "broken"
+        return "reference" if rng.random() < self.chance(setting.p_fix if revision else setting.p_correct) else "broken"
+
+    def chance(self, p: float) -> float:
+        """A chance of writing the reference, scaled by the drift's pass factor once its time has come."""
+        return p * self.scenario.drift.passing(self.elapsed())
 
     def finished(self, task: TaskSpec | None, source: str | None) -> bool:
         """Whether what was written should pass: the reference or the cheat (unknown counts as finished)."""
@@ -305,7 +315,7 @@ class Planner:
 
     def chat(self, task: TaskSpec | None, rng: random.Random) -> SimReply:
         if task:
-            written: Written = "reference" if rng.random() < self.scenario.coder.p_correct else "broken"
+            written: Written = "reference" if rng.random() < self.chance(self.scenario.coder.p_correct) else "broken"
             text = f"```python\n{self.source(task, written).rstrip()}\n```\n"
             return wrote(SimReply("chat", "fenced", content=tokenize(text)), written)
         words = self.words(max(1, round(draw(self.scenario.chat.tokens, rng))), rng)

@@ -10,7 +10,8 @@
     rate = 0.01                          # and/or at_requests = [3, 17]
 
 Faults fire on a rate or on request numbers; `roles` limits them (and their numbering) to some roles. `[honesty]`
-sets what the model claims beside what it wrote (overclaims, honest aborts, cheats), per task.
+sets what the model claims beside what it wrote (overclaims, honest aborts, cheats), per task. `[drift]` changes
+latency, quality and resident memory at set times, so a short night has the shape of a long one that degrades.
 """
 
 from pathlib import Path
@@ -150,6 +151,43 @@ class Chat(Strict):
     _spans = field_validator("tokens")(_check_span)
 
 
+class Drift(Strict):
+    """A night that changes at set times, counted in seconds since the sim server started: slower first tokens, a
+    coder that is right less often, a process whose resident memory grows. Each change holds from its time on."""
+
+    ttft_factor: float = Field(default=1.0, gt=0)
+    """Multiplies every request's drawn TTFT (`timing.ttft_seconds`, before the prefill cost) from `ttft_from_s` on;
+    4 is a server four times slower to start answering."""
+    ttft_from_s: float = Field(default=0.0, ge=0)
+    pass_factor: float = Field(default=1.0, ge=0, le=1)
+    """Multiplies the coder's `p_correct` and `p_fix` from `pass_from_s` on: the reference is written less often."""
+    pass_from_s: float = Field(default=0.0, ge=0)
+    rss_bytes: float = Field(default=0.0, ge=0)
+    """Resident memory served on /metrics as `process_resident_memory_bytes` (prometheus_client's process gauge,
+    which vLLM exposes); 0 = no such gauge."""
+    rss_growth_bytes_per_s: float = Field(default=0.0, ge=0)
+    """Growth of that gauge per second from `rss_from_s` on: a leak to find in the night's telemetry."""
+    rss_from_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _rss_served(self) -> "Drift":
+        if self.rss_growth_bytes_per_s > 0 and self.rss_bytes == 0:
+            raise ValueError("rss_growth_bytes_per_s needs rss_bytes > 0 (0 serves no resident memory gauge)")
+        return self
+
+    def ttft(self, elapsed: float) -> float:
+        """The TTFT factor at `elapsed` seconds since the start."""
+        return self.ttft_factor if elapsed >= self.ttft_from_s else 1.0
+
+    def passing(self, elapsed: float) -> float:
+        """The factor on p_correct and p_fix at `elapsed` seconds since the start."""
+        return self.pass_factor if elapsed >= self.pass_from_s else 1.0
+
+    def rss(self, elapsed: float) -> float:
+        """Resident memory in bytes at `elapsed` seconds since the start."""
+        return self.rss_bytes + self.rss_growth_bytes_per_s * max(0.0, elapsed - self.rss_from_s)
+
+
 class Fault(Strict):
     kind: FaultKind
     rate: float = Field(default=0.0, ge=0, le=1)
@@ -201,6 +239,7 @@ class Scenario(Strict):
     cache: Cache = Field(default_factory=Cache)
     spec_decode: SpecDecode = Field(default_factory=SpecDecode)
     chat: Chat = Field(default_factory=Chat)
+    drift: Drift = Field(default_factory=Drift)
     faults: list[Fault] = Field(default_factory=list)
 
 

@@ -98,10 +98,10 @@ class SimServer:
         if engine not in ENGINES:
             raise BadInput(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
         self.scenario, self.seed, self.engine, self.suite = scenario, seed, engine, suite
-        self.planner = Planner(scenario, load_suites(suite), seed, engine)
+        self.planner = Planner(scenario, load_suites(suite), seed, engine, self.elapsed)
         self.serialized = engine == "llama-cpp-python"
         """One request at a time, and /v1/models waits for it (llama-cpp-python's model lock)."""
-        self.recorder = RequestLog(scenario)
+        self.recorder = RequestLog(scenario, self.elapsed)
         self.cache = PrefixCache(scenario)
         self.registry = registry_for(self.recorder, engine, scenario.model)
         self.exit_on_crash = False
@@ -114,6 +114,9 @@ class SimServer:
         self.probes = {path: 0 for path in PROBE_FAULT}
         self.crashed = False
         self.started_at = time.time()
+        self.started: float | None = None
+        """time.monotonic() when the server first started: the clock of the scenario's `[drift]`. An in-thread
+        restart keeps it; a test sets it (before or after `start()`) to move the night on without waiting."""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -131,6 +134,10 @@ class SimServer:
     def stats(self) -> SimStats:
         """A snapshot of what was served so far."""
         return self.recorder.snapshot()
+
+    def elapsed(self) -> float:
+        """Seconds since the server first started (0 before it did): where the night is, for `[drift]`."""
+        return 0.0 if self.started is None else time.monotonic() - self.started
 
     @property
     def running(self) -> bool:
@@ -158,6 +165,7 @@ class SimServer:
         )
         self._server = server = uvicorn.Server(config)
         self.crashed, self._slots = False, None
+        self.started = time.monotonic() if self.started is None else self.started
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="soak-sim", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 15
@@ -237,9 +245,10 @@ class SimServer:
         timing = self.scenario.timing
         cached = self.cache.lookup(tokens)
         prefill = (len(tokens) - cached) / timing.prefill_tokens_per_second if timing.prefill_tokens_per_second else 0
+        first = draw(timing.ttft_seconds, rng) * self.scenario.drift.ttft(self.elapsed())
         ex = Exchange(
             n=n, received=received, start=start, body=body, reply=reply, faults=faults, prompt_tokens=len(tokens),
-            cached_tokens=cached, ttft=draw(timing.ttft_seconds, rng) + prefill,
+            cached_tokens=cached, ttft=first + prefill,
             rate=draw(timing.decode_tokens_per_second, rng), rng=rng, engine=self.engine,
             prompt_tokens_details=self.engine == "llama-server" or (
                 self.engine == "vllm" and self.scenario.cache.prompt_tokens_details),
