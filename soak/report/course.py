@@ -2,7 +2,8 @@
 attempt belongs to the window it started in, a call likewise), each with its quality, latency, error and memory
 figures. Changes in them are found by ruptures' PELT (a mean shift; penalty 3·σ²·ln n, σ the series' own noise, so a
 steady night raises no alarm) and kept only when the two sides differ beyond chance and by a size that matters;
-slow drift by a Mann–Kendall test with a Theil–Sen slope (scipy). The verdict is the one line a person reads first.
+slow drift by a Mann–Kendall test (scipy), sized by a line from the window where it set in. The verdict is the one
+line a person reads first.
 """
 
 import math
@@ -135,7 +136,7 @@ def windows(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, sta
 class Finding(NamedTuple):
     measure: Measure
     kind: str
-    """`change` (a step, from `window` on) or `trend` (slow drift over the night)."""
+    """`change` (a step, from `window` on) or `trend` (slow drift, from `window` on: its onset)."""
     window: int
     before: float
     after: float
@@ -203,8 +204,23 @@ def changes(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: f
     return found
 
 
+def hinge(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, float]:
+    """Least squares of a line flat until `at`, straight after it: its level, its slope and its squared error."""
+    design = np.column_stack([np.ones_like(x), np.maximum(0.0, x - at)])
+    (level, slope), *_ = np.linalg.lstsq(design, y, rcond=None)
+    return float(level), float(slope), float(((design @ (level, slope) - y) ** 2).sum())
+
+
+def onset(x: np.ndarray, y: np.ndarray) -> int:
+    """Where a drift sets in: the bend that fits best, when it halves the error of one straight line (a leak from
+    02:00); else the first window (a leak all night)."""
+    errors = [hinge(x, y, x[i])[2] for i in range(len(x) - 2)]
+    best = int(np.argmin(errors))
+    return best if errors[best] < 0.5 * errors[0] else 0
+
+
 def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
-    """Slow drift: a Mann–Kendall test over the windows, its size the Theil–Sen line from the first to the last."""
+    """Slow drift: a Mann–Kendall test over the windows, its size the fitted line from its onset to the last window."""
     known = frame[frame[measure.column].notna()]
     if len(known) < MIN_WINDOWS:
         return None
@@ -212,18 +228,28 @@ def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
     tau = stats.kendalltau(x, y)
     if not tau.pvalue < SIGNIFICANCE:
         return None
-    slope, intercept, _, _ = stats.theilslopes(y, x)
-    before, after = intercept + slope * x[0], intercept + slope * x[-1]
-    if not matters(measure, float(before), float(after)):
+    start = onset(x, y)
+    level, slope, _ = hinge(x, y, x[start])
+    before, after = level, level + slope * (x[-1] - x[start])
+    if not matters(measure, before, after):
         return None
-    return Finding(measure, "trend", int(x[0]), float(before), float(after), float(tau.pvalue))
+    return Finding(measure, "trend", int(x[start]), before, after, float(tau.pvalue))
+
+
+def ramp_fits_better(measure: Measure, frame: pd.DataFrame, step: Finding, drift: Finding) -> bool:
+    """Whether the drift's bent line fits the windows better than the step's two levels: a leak that set in late,
+    which PELT cuts once, or a new level."""
+    known = frame[frame[measure.column].notna()]
+    x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
+    sides = [y[x < step.window], y[x >= step.window]]
+    return hinge(x, y, drift.window)[2] < sum(float(((side - side.mean()) ** 2).sum()) for side in sides)
 
 
 def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
     """A step where one change explains the series; a slow drift where the trend test holds and the changes are not
-    one step (a ramp cut into stairs by PELT is a drift, as a leak is)."""
+    one step to a new level (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
     steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
-    if drift is not None and len(steps) != 1:
+    if drift is not None and (len(steps) != 1 or ramp_fits_better(measure, frame, steps[0], drift)):
         return [drift]
     return steps
 
@@ -232,16 +258,16 @@ def figure(measure: Measure, value: float) -> str:
     if measure.unit == "%":
         return f"{100 * value:.0f} %"
     if measure.unit == "bytes":
-        return f"{value / 2**30:.1f} GB"
+        return f"{value / 2**30:.1f} GiB"
     return f"{value:.2f} {measure.unit}" if value < 10 else f"{value:.0f} {measure.unit}"
 
 
 def said(finding: Finding) -> str:
-    """`TTFT p95 1.2 → 4.8 s`, memory as a growth: `server RSS +3.1 GB`."""
+    """`TTFT p95 1.2 → 4.8 s`, memory as a growth: `server RSS +3.1 GiB`."""
     m = finding.measure
     if m.unit == "bytes":
         growth = finding.after - finding.before
-        return f"{m.words} {'+' if growth >= 0 else '−'}{abs(growth) / 2**30:.1f} GB"
+        return f"{m.words} {'+' if growth >= 0 else '−'}{abs(growth) / 2**30:.1f} GiB"
     return f"{m.words} {figure(m, finding.before)} → {figure(m, finding.after)}"
 
 
@@ -272,7 +298,8 @@ def course(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, even
             near = [r for r in restarts if abs(r - at) <= 1.5 * width]
             tail = (f"; recovered after the restart at {clock(near[0], width)}" if near
                     else f"; recovered from {clock(at, width)}")
-        since = "over the night" if first.kind == "trend" else f"from {clock(start + first.window * width, width)}"
+        since = ("over the night" if first.kind == "trend" and first.window == 0
+                 else f"from {clock(start + first.window * width, width)}")
         held, line = False, f"degraded {since}: {', '.join(parts)}{tail}"
     return {
         "held": held, "verdict": line, "window_s": width, "windows": frame,

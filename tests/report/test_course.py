@@ -14,9 +14,11 @@ HOURS = 2.0
 
 
 def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[float, float] = (0.2, 0.2),
-          cut_s: float = 3600.0, rss: tuple[float, float] = (2.0, 2.0), attempts: int = 720) -> dict:
+          cut_s: float = 3600.0, rss: tuple[float, float] = (2.0, 2.0), leak_from_s: float = 0.0,
+          attempts: int = 720) -> dict:
     """`attempts` spread evenly over the night, each a pass with the rate of its side of `cut_s`, three calls each
-    with a lognormal TTFT around that side's figure; the server's RSS (GiB) a line from one figure to the other."""
+    with a lognormal TTFT around that side's figure; the server's RSS (GiB) flat until `leak_from_s`, then a line
+    from one figure to the other."""
     rng = np.random.default_rng(seed)
     length = HOURS * 3600
     started = START + np.sort(rng.uniform(0, length, attempts))
@@ -33,7 +35,8 @@ def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[
                                  duration_s=ttft + 0.5, decode_tps=100 * float(rng.lognormal(0, 0.1)),
                                  prompt_tokens=1000, cached_tokens=600, completion_tokens=50).model_dump())
     times = np.arange(START, START + length, 30.0)
-    resident = np.interp(times, [START, START + length], rss) * 2**30 + rng.normal(0, 20 * 2**20, len(times))
+    shape = np.interp(times, [START, START + leak_from_s, START + length], [rss[0], *rss])
+    resident = shape * 2**30 + rng.normal(0, 20 * 2**20, len(times))
     samples = [SampleRow(run_id="r", at=at, source="server:sim", metric="process_resident_memory_bytes",
                          value=value).model_dump() for at, value in zip(times, resident, strict=True)]
     return {"tasks": pd.DataFrame(tasks, columns=list(TaskRow.model_fields)),
@@ -66,11 +69,24 @@ def test_a_step_in_latency_and_one_in_quality_are_found_where_set_and_named_firs
 
 
 def test_a_slow_leak_is_a_drift_not_a_staircase():
-    """Server RSS from 2 to 5 GiB in a straight line: one finding, a trend, +3 GB."""
+    """Server RSS from 2 to 5 GiB in a straight line: one finding, a trend, +3 GiB."""
     found = course(**night(2, rss=(2.0, 5.0)))
     assert [(f["measure"], f["kind"]) for f in found["findings"]] == [("server_rss_bytes", "trend")]
     assert "server RSS +2." in found["verdict"] or "server RSS +3." in found["verdict"], found["verdict"]
-    assert "(slow drift)" in found["verdict"]
+    assert "(slow drift)" in found["verdict"] and found["verdict"].startswith("degraded over the night: ")
+    assert found["findings"][0]["at_s"] == 0
+
+
+def test_a_leak_that_sets_in_late_is_dated_and_sized_from_its_onset():
+    """Flat at 2 GiB until 90 min, then a line to 3 GiB: a drift from within one window of 90 min, about +1 GiB from
+    the onset window's mean to the last's (not the straight line through the whole night, which starts below 2 GiB)."""
+    found = course(**night(3, rss=(2.0, 3.0), leak_from_s=5400))
+    [leak] = found["findings"]
+    assert (leak["measure"], leak["kind"]) == ("server_rss_bytes", "trend")
+    assert abs(leak["at_s"] - 5400) <= found["window_s"], leak
+    assert leak["before"] == pytest.approx(2 * 2**30, rel=0.05)
+    assert leak["after"] - leak["before"] == pytest.approx(2**30, rel=0.2)
+    assert found["verdict"] == f"degraded from {leak['clock']}: {leak['said']} (slow drift)"
 
 
 def test_a_steady_night_raises_no_alarm_over_twenty_seeds():
