@@ -308,8 +308,7 @@ def plot_repeat_strip(ax: Any, table: pd.DataFrame) -> None:
     cells = np.full((len(table), width), np.nan)
     for row, outcomes in enumerate(table["outcomes"]):
         cells[row, :len(outcomes)] = [1.0 if outcome == "pass" else 0.0 for outcome in outcomes]
-    colours = matplotlib.colors.ListedColormap([FAIL_COLOUR, PASS_COLOUR])
-    colours.set_bad("#f2f2f2")
+    colours = matplotlib.colors.ListedColormap([FAIL_COLOUR, PASS_COLOUR]).with_extremes(bad="#f2f2f2")
     ax.imshow(np.ma.masked_invalid(cells), aspect="auto", cmap=colours, vmin=0, vmax=1, interpolation="nearest")
     ax.set_yticks(range(len(table)), [str(task) for task in table.index], fontsize=6)
     ax.set_xticks(range(width), [str(n + 1) for n in range(width)], fontsize=7)
