@@ -371,7 +371,7 @@ class ProxiedCall:
             run_id=attempt.run_id, task_id=attempt.task_id, cycle=attempt.cycle, call_index=self.index, retry=1,
             role="agent", endpoint=self.proxy.name, model=self.proxy.endpoint.model, stream=bool(payload.get("stream")),
             tools=payload.get("tools"), max_tokens=payload.get("max_tokens") or payload.get("max_completion_tokens"),
-            status=status, http_status=http_status, error=scrub(error, self.proxy.key),
+            status=status, http_status=http_status, error=scrub(error, self.proxy.key), request=payload,
         )
         row.requested_model = self.requested_model
         if status == "ok":

@@ -301,7 +301,7 @@ class ChatEndpoint:
             run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
             call_index=context.call_index + retry - 1, retry=retry, role=call.role, endpoint=self.name,
             model=self.endpoint.model, stream=self.endpoint.stream, tools=call.tools, max_tokens=call.max_tokens,
-            status=status, http_status=http_status, error=scrub(error, self._key),
+            status=status, http_status=http_status, error=scrub(error, self._key), request=call.request,
         )
         if call.on_row is not None:
             call.on_row(row)

@@ -46,6 +46,19 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def sampling(request: dict[str, Any]) -> dict[str, Any]:
+    """The temperature, top_p and seed a request was sent with (its own fields, or the openai SDK's `extra_body`), for
+    its calls.csv row; None for one it left to the server or sent as something other than a number."""
+    body = {**_dict(request.get("extra_body")), **request}
+
+    def real(value: Any) -> float | None:
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    seed = body.get("seed")
+    return {"temperature": real(body.get("temperature")), "top_p": real(body.get("top_p")),
+            "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None}
+
+
 def dict_or_fail(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
@@ -188,10 +201,11 @@ class Reply:
     def row(
         self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: Role, endpoint: str,
         model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
-        http_status: int | None, error: str,
+        http_status: int | None, error: str, request: dict[str, Any] | None = None,
     ) -> CallRow:
         """This try's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
-        `tools`: the one place a call becomes a row, for soak's own calls and the proxy's alike."""
+        `tools`, its sampling settings read off `request`: the one place a call becomes a row, for soak's own calls
+        and the proxy's alike."""
         end = time.perf_counter()
         content, reasoning, calls = "".join(self.content), "".join(self.reasoning), self.tool_calls()
         finish = self.finish or ""
@@ -227,5 +241,5 @@ class Reply:
             finish_reason=finish,
             tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
             reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error,
-            estimated_completion_tokens=estimated, **usage,
+            estimated_completion_tokens=estimated, **usage, **sampling(request or {}),
         )

@@ -63,8 +63,10 @@ class ScriptedModel:
     streams): the replies carry no usage chunk."""
 
     def __init__(self, replies: Iterable[Say], *, name: str = "scripted", model: str = "scripted",
-                 max_tokens: int = 1024, usage: bool = True) -> None:
+                 max_tokens: int = 1024, usage: bool = True, temperature: float = 0.2) -> None:
         self.name, self._model, self._max_tokens, self.usage = name, model, max_tokens, usage
+        self.temperature = temperature
+        """Recorded as sent, as an endpoint's (whose default it is)."""
         self.replies = list(replies)
         self.asked: list[Asked] = []
         self.hanging = asyncio.Event()
@@ -100,7 +102,8 @@ class ScriptedModel:
             row = got.row(run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
                           call_index=context.call_index, retry=1, role=role, endpoint=self.name, model=self._model,
                           stream=True, tools=tools, max_tokens=max_tokens, status=status,
-                          http_status=200 if status == "ok" else None, error=error)
+                          http_status=200 if status == "ok" else None, error=error,
+                          request={"temperature": self.temperature})
             if on_row is not None:
                 on_row(row)
             return row

@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
@@ -17,7 +17,9 @@ lacks the column).
 from each round folder's test output, marked `derived`); a resume refuses it (it has no rounds.csv).
 7: tasks.csv's `claim_reason` and `coder_quote`, and claims read where the agent made them (`claim_source` `signal`,
 `output` or `model`). An older folder stays readable (its last-words claims say `text`); a resume refuses it (its
-tasks.csv lacks the columns)."""
+tasks.csv lacks the columns).
+8: calls.csv's `temperature`, `top_p` and `seed`, as each request was sent. An older folder stays readable (the columns
+empty: unknown); a resume refuses it (its calls.csv lacks the columns)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -239,6 +241,12 @@ class CallRow(Row):
     """Set only when the server reported no completion_tokens: the estimate from the reply's text (content,
     reasoning, tool-call arguments; soak.llm.reply.estimated_tokens) that the token cap counted instead."""
     max_tokens: int | None = None
+    temperature: float | None = None
+    """The sampling settings and seed the request was sent with (soak's from the endpoint's config, the seed offset
+    per call; an agent's as it sent them); None where the request left them to the server. Beside a night's repeats
+    they tell sampling variance from a server that does not repeat itself on a fixed seed."""
+    top_p: float | None = None
+    seed: int | None = None
     finish_reason: str = ""
     tool_calls: int = 0
     tool_names: str = ""

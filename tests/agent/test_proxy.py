@@ -556,3 +556,16 @@ def test_a_1_gib_body_leaves_the_harness_rss_within_100_mib_of_a_normal_call_and
     assert peak - rss < 100 << 20, (f"peak RSS {peak >> 20} MiB during the body after {rss >> 20} MiB with a normal "
                                     f"call (peak before it {before >> 20} MiB)")
     assert [(row.status, row.http_status) for row in rows] == [("ok", 200), ("bad_request", 413)]
+
+
+def test_a_row_keeps_the_sampling_settings_the_agent_sent_and_only_numbers():
+    """An agent's temperature and seed as it sent them; a top_p that is not a number is unknown, not an error."""
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post({**STREAM, "stream": False, "temperature": 0.3, "top_p": "high", "seed": 42})
+        assert reply.status_code == 200
+        [row] = rig.rows
+        assert (row.temperature, row.top_p, row.seed) == (0.3, None, 42)
+
+    run(upstream, test)

@@ -371,6 +371,19 @@ def test_seeded_calls_repeat_per_task_cycle_and_call():
     assert "seed" not in seen_plain[0]
 
 
+def test_each_row_keeps_the_sampling_settings_its_request_was_sent_with():
+    """temperature and seed as sent (the seed offset per call), top_p from extra_body; none left to the server."""
+    reply = sse(chunk({"content": "hi"}, finish="stop"), chunk(usage=USAGE))
+    seeded, seen = endpoint_with([reply], seed=7, temperature=0.6, extra_body={"top_p": 0.9})
+    rows = [run(seeded.chat([{"role": "user", "content": "x"}], context=CallContext(task_id="a", cycle=cycle)))
+            .rows[0] for cycle in (1, 2)]
+    assert [(r.temperature, r.top_p, r.seed) for r in rows] == [(0.6, 0.9, s["seed"]) for s in seen]
+    assert seen[0]["top_p"] == 0.9 and seen[0]["seed"] != seen[1]["seed"]
+    plain, _ = endpoint_with([reply])
+    row = run(plain.chat([{"role": "user", "content": "x"}])).rows[0]
+    assert (row.temperature, row.top_p, row.seed) == (0.2, None, None)
+
+
 @pytest.mark.parametrize("arguments", ['{"path": "solution.py", "content": "x = 1"}', '{"path": "../up.py"', "{}"])
 def test_scripted_model_rows_are_the_real_clients_rows(arguments: str):
     """The same reply, served over HTTP and by the scripted model, makes the same calls.csv row (timing aside)."""

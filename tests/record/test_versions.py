@@ -1,7 +1,8 @@
 """Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
 (tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`), version 4 (calls.csv without
-`requested_model`) and version 5 (no rounds.csv: tests/record/test_rounds.py). Report, route and compare read them; a
-resume appends when the columns allow, else refuses in one line and changes nothing."""
+`requested_model`), version 5 (no rounds.csv: tests/record/test_rounds.py), version 6 (tasks.csv without
+`claim_reason`) and version 7 (calls.csv without `temperature`, `top_p` and `seed`). Report, route and compare read
+them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
 
 import csv
 import json
@@ -70,6 +71,12 @@ def as_version_6(folder: RunFolder) -> None:
     rewrite(folder.layout.tasks, lambda header, row: row if row is header else
             ["text" if name == "claim_source" and value == "model" else value
              for name, value in zip(header, row, strict=True)])
+
+
+def as_version_7(folder: RunFolder) -> None:
+    """What soak wrote before version 8: calls.csv without the sampling settings each call was sent with."""
+    for column in ("seed", "top_p", "temperature"):
+        without_column(folder, folder.layout.calls, column, CallRow, 7)
 
 
 def as_version_5(run: Path) -> None:
@@ -191,3 +198,13 @@ def test_a_version_6_folder_is_read_without_claim_reason_and_refused_by_a_resume
     assert len(record.tasks) == 2 and list(record.tasks["claim_reason"]) == ["", ""]
     assert [row.coder_quote for row in read_rows(folder.layout.tasks, TaskRow)] == ["", ""]
     assert_reported_routed_and_refused(tmp_path, folder, 6)
+
+
+def test_a_version_7_folder_is_read_without_sampling_settings_and_refused_by_a_resume(tmp_path, monkeypatch):
+    folder = older_folder(tmp_path, monkeypatch, 7, as_version_7)
+    header = folder.layout.calls.read_text().splitlines()[0].split(",")
+    assert not {"temperature", "top_p", "seed"} & set(header) and "max_tokens" in header
+    record = load_run(folder.path)
+    assert len(record.calls) == 2 and record.calls[["temperature", "top_p", "seed"]].isna().all().all()
+    assert [(c.temperature, c.seed) for c in read_rows(folder.layout.calls, CallRow)] == [(None, None)] * 2
+    assert_reported_routed_and_refused(tmp_path, folder, 7)
