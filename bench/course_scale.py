@@ -1,6 +1,6 @@
 """The course of the night at scale: a synthetic 8 h run folder (written through the real CSV writers) of 10,000
 attempts and 100,000 calls with 5 s telemetry, loaded once (untimed); then timed, best of a few: the windows, the
-change points and trends and the verdict (soak.report.course), pass^k and flaky tasks (soak.report.repeats), the
+change points and trends and the verdict (soak.decisions.course), pass^k and flaky tasks (soak.decisions.repeats), the
 report's section with its charts, and for scale the whole one-file report that includes them, side by side in one run.
 
     .venv/bin/python bench/course_scale.py             # 10,000 attempts (the target: the analysis in <= 10 s)
@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the synthetic run folders are test code
 
+from soak.decisions import course, repeats  # noqa: E402
 from soak.record.read import load_run  # noqa: E402
-from soak.report import aggregate, build, charts, course, repeats  # noqa: E402
+from soak.report import aggregate, build, charts  # noqa: E402
 from soak.report.render import render_report  # noqa: E402
 from tests.synth import build_run  # noqa: E402
 

@@ -6,10 +6,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from soak.record import series
 from soak.record.read import RunRecord
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import OUTCOMES, headroom, problem_table, reprefill, span_text, trust, with_calls
-from soak.report import series
 from soak.report.headroom import headroom_lines, watchdogs
 
 PROBLEM_VIEW = ["task_id", "suite", "attempts", "passes", "failure_rate", "infra_errors", "median_calls", "median_s",

@@ -4,12 +4,14 @@ from typing import Any
 
 import pandas as pd
 
+from soak.decisions import course, repeats
 from soak.decisions.sweep import Recommendation, Standing
+from soak.record import series
 from soak.record.read import RunRecord
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import honest_aborts, problem_table
 from soak.report import aggregate as agg
-from soak.report import charts, course, headroom, repeats, series
+from soak.report import charts, headroom
 from soak.report.transcripts import mangled_tool_calls
 
 TABLE_ROWS = 200

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from soak.record import series  # noqa: E402
 from soak.record.sweeps import SessionLevel  # noqa: E402
-from soak.report import series  # noqa: E402
 
 DPI = 96
 OUTCOME_COLOURS = {

@@ -1,7 +1,7 @@
 """The course of the night on real nights: `soak run` against a `soak sim` that the stack supervisor starts, with the
 `degrade` scenario's drift on a shorter clock, then `soak report`. Each change is found within one window of the time
 the scenario set it and the headline names them; the `steady` stack's night holds up. (Twenty steady nights with no
-alarm are checked on records of a known shape in tests/report/test_course.py: twenty real nights cost too long.)"""
+alarm are checked on records of a known shape in tests/decisions/test_course.py: twenty real nights cost too long.)"""
 
 import json
 import shlex

@@ -15,12 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
+from soak.record import series
 from soak.record.folder import CsvLog
 from soak.record.read import load_run
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 from soak.record.summary import OUTCOMES
 from soak.report import aggregate as agg
-from soak.report import charts, series
+from soak.report import charts
 from soak.report.render import render_report
 from tests.synth import build_run
 

@@ -15,9 +15,9 @@ import pandas as pd
 import ruptures
 from scipy import stats
 
+from soak.record import series
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import wilson
-from soak.report import series
 
 WIDTHS = (5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 14400)
 """Window lengths in seconds: the shortest that cuts the night into at most MAX_WINDOWS."""

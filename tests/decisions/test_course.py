@@ -1,13 +1,13 @@
 """The course of the night on records of a known shape: a step in latency and one in quality found where they were
 set and named in the verdict, a slow leak read as a drift, a steady night held over twenty seeds, a short night not
-judged. (The same detector on real sim nights, `degrade` and `steady`: tests/night/test_course_night.py.)"""
+judged. (The same detector on real sim nights: tests/night/test_course_night.py.)"""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from soak.decisions.course import course, window_width
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
-from soak.report.course import course, window_width
 
 START = 1_767_225_600.0  # a night from 22:00 local time or so; only offsets matter
 HOURS = 2.0

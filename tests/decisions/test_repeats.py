@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from soak.decisions import repeats
 from soak.record.read import load_run
 from soak.record.schema import MODEL_OUTCOMES
-from soak.report import repeats
 from soak.sim.scenario import Coder
 from tests.helpers import EXERCISM_SUITE
 
