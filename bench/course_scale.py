@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the synthetic run folders are test code
 
 from soak.decisions import course, repeats  # noqa: E402
-from soak.record.read import load_run  # noqa: E402
-from soak.report import aggregate, build, charts  # noqa: E402
+from soak.record.read import load_run, time_span  # noqa: E402
+from soak.report import build, charts  # noqa: E402
 from soak.report.render import render_report  # noqa: E402
 from tests.synth import build_run  # noqa: E402
 
@@ -46,7 +46,7 @@ def main() -> None:
         folder = build_run(Path(tmp), run_id="course", tasks=args.tasks, calls_per_task=10, hours=8,
                            sample_seconds=5, vary_calls=False, seed=1)
         run = load_run(folder)
-        start, end = aggregate.time_span(run)
+        start, end = time_span(run)
         found: dict = {}
 
         def analyse() -> None:

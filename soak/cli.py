@@ -149,7 +149,9 @@ def export(run: str | None, format_: str, out: Path | None) -> None:
 @click.option("--max-pass-drop", default=0.05, show_default=True,
               help="Tolerated drop of B's pass rate below A's (0.05 = 5 points).")
 def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
-    """Parity of two runs of the same suite: per-problem pass/fail, TTFT and tok/s. Exit 1 when B regresses."""
+    """Parity of two runs of the same suite: per-problem pass/fail, TTFT and tok/s, pass^k and the course of each
+    night. Exit 1 when B regresses: its pass rate drops beyond the tolerance, or its night degraded where A's did
+    not."""
     from soak.decisions.compare import compare_runs
 
     comparison = compare_runs(run_a, run_b, max_pass_drop)

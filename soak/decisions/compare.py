@@ -1,10 +1,12 @@
-"""`soak compare RUN_A RUN_B`: parity of two runs of the same suite (engine A vs B, night 1 vs 2)."""
+"""`soak compare RUN_A RUN_B`: parity of two runs of the same suite (engine A vs B, night 1 vs 2), their pass^k and
+the course of each night."""
 
 from dataclasses import dataclass
 
 import pandas as pd
 
-from soak.record.read import RunRecord, load_run, resolve_run_dir
+from soak.decisions import course, repeats
+from soak.record.read import RunRecord, load_run, resolve_run_dir, time_span
 from soak.record.summary import problem_table, trust
 
 
@@ -20,6 +22,11 @@ class Side:
     median_calls: float
     trust: dict
     """soak.record.summary.trust: what the run's attempts claimed beside what the tests found."""
+    pass_hat_k: dict[int, float]
+    """k -> pass^k over the tasks tried at least k times (soak.decisions.repeats)."""
+    held: bool | None
+    """Whether the night held up (soak.decisions.course); None for a night too short to tell."""
+    verdict: str
 
     @property
     def pass_rate(self) -> float:
@@ -29,6 +36,7 @@ class Side:
 def side(run: RunRecord, table: pd.DataFrame) -> Side:
     ok_calls = run.calls[run.calls["status"] == "ok"]
     figures = trust(run.tasks)
+    found = course.course(run.tasks, run.calls, run.samples, run.events, *time_span(run))
     return Side(
         run_id=run.run_id,
         passes=figures["pass"]["count"],
@@ -38,6 +46,8 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
         median_decode_tps=float(ok_calls["decode_tps"].median()) if ok_calls["decode_tps"].notna().any()
         else float("nan"),
         median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
+        pass_hat_k={row["k"]: row["pass_hat_k"] for row in repeats.night(run.tasks)["k"]},
+        held=found["held"], verdict=found["verdict"],
     )
 
 
@@ -50,8 +60,17 @@ class Comparison:
     max_pass_drop: float
 
     @property
-    def regressed(self) -> bool:
+    def dropped(self) -> bool:
         return self.b.pass_rate < self.a.pass_rate - self.max_pass_drop
+
+    @property
+    def degraded(self) -> bool:
+        """B's night degraded where A's did not (held up, or too short to tell)."""
+        return self.b.held is False and self.a.held is not False
+
+    @property
+    def regressed(self) -> bool:
+        return self.dropped or self.degraded
 
     def lines(self) -> list[str]:
         def ratio(b: float, a: float) -> str:
@@ -73,6 +92,12 @@ class Comparison:
             *(f"{label:<22}{rate(a.trust[key]):>20}{rate(b.trust[key]):>20}"
               for label, key in (("false successes", "false_success"), ("cheating (canaries)", "cheating"))),
             f"{'honest aborts':<22}{a.trust['honest_aborts']:>20}{b.trust['honest_aborts']:>20}",
+            *(f"{f'pass^{k}':<22}{a.pass_hat_k[k]:>20.1%}{b.pass_hat_k[k]:>20.1%}"
+              for k in sorted(a.pass_hat_k.keys() & b.pass_hat_k.keys())),
+            "",
+            "course of the night:",
+            f"  A: {a.verdict}",
+            f"  B: {b.verdict}",
             "",
             "per problem (pass rate A -> B):",
         ]
@@ -81,7 +106,8 @@ class Comparison:
             rows.append(f"  {task_id:<36}{row.a:>8.0%} -> {row.b:<8.0%}{mark}")
         drop = a.pass_rate - b.pass_rate
         verdict = "FAIL: B regresses" if self.regressed else "PASS: B is at parity"
-        rows += ["", f"{verdict} (pass rate drop {drop:+.1%}, tolerance {self.max_pass_drop:.1%})"]
+        why = f"pass rate drop {drop:+.1%}, tolerance {self.max_pass_drop:.1%}"
+        rows += ["", f"{verdict} ({why}{'; B degraded over its night' if self.degraded else ''})"]
         return rows
 
 

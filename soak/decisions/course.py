@@ -194,13 +194,34 @@ def changes(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: f
     cuts = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(values.reshape(-1, 1)).predict(
         pen=PENALTY * sigma**2 * math.log(len(values)))
     found, windows_known = [], known["window"].to_numpy()
-    edges = [0, *cuts]
-    for before_end, cut, after_end in zip(edges, edges[1:], edges[2:], strict=False):
-        before, after = values[before_end:cut].mean(), values[cut:after_end].mean()
+    for cut, before, after in steps(values, cuts):
         window = int(windows_known[cut])
         p_value = differs(measure, frame, calls, window, start)
         if matters(measure, before, after) and p_value < SIGNIFICANCE:
-            found.append(Finding(measure, "change", window, float(before), float(after), p_value))
+            found.append(Finding(measure, "change", window, before, after, p_value))
+    return found
+
+
+def steps(values: np.ndarray, cuts: list[int]) -> list[tuple[int, float, float]]:
+    """(cut, level before, level after) of PELT's segments. A step rarely falls on a window's edge: the window it
+    falls in sits between the two levels, and PELT gives it a short segment of its own. A segment of one or two
+    windows strictly between its neighbours is such a transition: one step from one neighbour to the other, dated at
+    the larger of its two jumps."""
+    edges = [0, *cuts]
+    segments = list(zip(edges, edges[1:], strict=False))
+    levels = [float(values[a:b].mean()) for a, b in segments]
+    found, index = [], 1
+    while index < len(segments):
+        before, level = levels[index - 1], levels[index]
+        short = segments[index][1] - segments[index][0] <= 2
+        if short and index + 1 < len(segments) and (before - level) * (level - levels[index + 1]) > 0:
+            after = levels[index + 1]
+            larger = abs(level - before) >= abs(after - level)
+            found.append((segments[index][0] if larger else segments[index + 1][0], before, after))
+            index += 2
+        else:
+            found.append((segments[index][0], before, level))
+            index += 1
     return found
 
 

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import re
 import time
 import types
@@ -372,3 +373,20 @@ def load_sweep(ref: str | Path) -> tuple[Path, SweepInfo]:
         listed = ", ".join(known[-5:]) or "none"
         raise BadInput(f"no sweep '{ref}' in {sweeps_dir()} (sweeps: {listed})")
     return folder, load_model(folder / "sweep.json", SweepInfo, "sweep file")
+
+
+def time_span(run: RunRecord) -> tuple[float, float]:
+    """Start and end of the run in unix seconds; a run still going ends at its latest record."""
+    stamps = [run.tasks["ended_at"].max(), run.calls["started_at"].max(), run.events["at"].max(),
+              run.samples["at"].max()]
+    seen = [s for s in stamps if pd.notna(s)]
+    firsts = [run.tasks["started_at"].min(), run.calls["started_at"].min(), run.events["at"].min(),
+              run.samples["at"].min()]
+    info = run.info
+    start = known_time(info.started_at if info else None) or min((f for f in firsts if pd.notna(f)), default=0.0)
+    end = known_time(info.ended_at if info else None) or max(seen, default=start)
+    return float(start), float(max(end, start))
+
+
+def known_time(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and value > 0 else None

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from soak.record import series
-from soak.record.read import RunRecord
+from soak.record.read import RunRecord, time_span
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import OUTCOMES, headroom, problem_table, reprefill, span_text, trust, with_calls
 from soak.report.headroom import headroom_lines, watchdogs
@@ -30,23 +30,6 @@ def clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def time_span(run: RunRecord) -> tuple[float, float]:
-    """Start and end of the run in unix seconds; a run still going ends at its latest record."""
-    stamps = [run.tasks["ended_at"].max(), run.calls["started_at"].max(), run.events["at"].max(),
-              run.samples["at"].max()]
-    seen = [s for s in stamps if pd.notna(s)]
-    firsts = [run.tasks["started_at"].min(), run.calls["started_at"].min(), run.events["at"].min(),
-              run.samples["at"].min()]
-    info = run.info
-    start = known_time(info.started_at if info else None) or min((f for f in firsts if pd.notna(f)), default=0.0)
-    end = known_time(info.ended_at if info else None) or max(seen, default=start)
-    return float(start), float(max(end, start))
-
-
-def known_time(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def active_hours(run: RunRecord, start: float, end: float) -> float:

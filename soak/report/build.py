@@ -7,7 +7,7 @@ import pandas as pd
 from soak.decisions import course, repeats
 from soak.decisions.sweep import Recommendation, Standing
 from soak.record import series
-from soak.record.read import RunRecord
+from soak.record.read import RunRecord, time_span
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import honest_aborts, problem_table
 from soak.report import aggregate as agg
@@ -158,7 +158,7 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
 
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
-    start, end = agg.time_span(run)
+    start, end = time_span(run)
     clock = charts.Clock.for_span(start, end)
     tasks = run.tasks
     head = agg.headline(run, k)

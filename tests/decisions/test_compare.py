@@ -68,3 +68,28 @@ def test_each_side_shows_its_false_successes_and_cheats_and_canaries_stay_out_of
     assert "false successes" in text and "0/3 0%" in text and "2/2 100%" in text
     assert "cheating (canaries)" in text and "0/1 0%" in text and "1/1 100%" in text
     assert "p1~canary" not in text
+
+
+def test_a_night_that_degraded_where_the_other_held_is_a_regression_at_equal_pass_rates(tmp_path):
+    """Two nights with the same attempts and outcomes; in B first tokens quadruple from 40 min. compare prints each
+    side's pass^k and course and fails B for its course alone."""
+    from tests.decisions.test_course import night
+
+    folders = []
+    for run_id, ttfts in (("held", (0.2, 0.2)), ("slowed", (0.2, 0.8))):
+        records = night(4, ttfts=ttfts, cut_s=2400)
+        folder = tmp_path / run_id
+        folder.mkdir()
+        for name, model in (("tasks", TaskRow), ("calls", CallRow)):
+            frame = records[name].assign(run_id=run_id).astype(object)
+            write_rows(folder / f"{name}.csv", model, [model(**row) for row in frame.where(frame.notna(), None)
+                                                       .to_dict("records")])
+        folders.append(str(folder))
+    comparison = compare_runs(*folders)
+    assert comparison.a.pass_rate == comparison.b.pass_rate and not comparison.dropped
+    assert comparison.a.held is True and comparison.b.held is False and comparison.regressed
+    assert comparison.a.pass_hat_k == comparison.b.pass_hat_k and 1 in comparison.a.pass_hat_k
+    result = CliRunner().invoke(main, ["compare", *folders])
+    assert result.exit_code == 1, result.output
+    assert f"  B: {comparison.b.verdict}" in result.output and "B: degraded from " in result.output
+    assert "pass^1" in result.output and "; B degraded over its night)" in result.output

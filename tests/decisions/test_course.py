@@ -68,6 +68,18 @@ def test_a_step_in_latency_and_one_in_quality_are_found_where_set_and_named_firs
     assert "pass rate 8" in verdict and f"from {by_measure['pass_rate']['clock']}" in verdict, verdict
 
 
+@pytest.mark.parametrize(("seed", "cut_s"), [(0, 2350), (1, 2370), (5, 2400 + 150)])
+def test_a_step_inside_a_window_is_one_change_not_a_drift(seed: int, cut_s: float):
+    """A step rarely falls on a window's edge: the window it falls in is between the two levels. Still one change,
+    dated within one window of its time, from level to level."""
+    found = course(**night(seed, ttfts=(0.2, 0.8), cut_s=cut_s))
+    [step] = found["findings"]
+    assert (step["measure"], step["kind"]) == ("ttft_p95", "change")
+    assert abs(step["at_s"] - cut_s) <= found["window_s"]
+    assert step["after"] / step["before"] > 3
+    assert found["verdict"].startswith(f"degraded from {step['clock']}: TTFT p95 ")
+
+
 def test_a_slow_leak_is_a_drift_not_a_staircase():
     """Server RSS from 2 to 5 GiB in a straight line: one finding, a trend, +3 GiB."""
     found = course(**night(2, rss=(2.0, 5.0)))
