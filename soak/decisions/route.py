@@ -8,6 +8,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from soak.decisions import repeats
 from soak.errors import BadInput
 from soak.files import load_model, write_atomic
 from soak.record.schema import MODEL_OUTCOMES
@@ -92,6 +93,8 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
             facts += f", {int(row.honest_aborts)} said it cannot be done as asked"
         if row.tests_touched:
             facts += f", {int(row.tests_touched)} touched the tests (ignored by the judge)"
+        if getattr(row, "flaky", False):
+            facts += f", {flaky_words(row)}"
         revised = int(getattr(row, "revised", 0) or 0)
         if revised >= rules.min_attempts and not getattr(row, "revision_fixes", 0):
             facts += f", revision fixed none of its {revised} second rounds (more rounds would not help)"
@@ -113,8 +116,26 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
     return routes
 
 
-def render_routing(routes: dict[str, tuple[Route, str]], rules: RouteRules, sources: list[str]) -> str:
-    """TOML with a comment per entry saying why; strings are JSON-quoted, which TOML reads as basic strings."""
+def flaky_words(row: pd.Series) -> str:
+    """`flaky: passed 3 of its 5 tries, all of 3 tries pass 10 % of the time` (pass^3, or pass^k at its tries)."""
+    tries, passes = int(row.tries), int(row.passes)
+    k = min(3, tries)
+    return (f"flaky: passed {passes} of its {tries} tries, all of {k} tries pass "
+            f"{repeats.pass_hat_k(tries, passes, k):.0%} of the time")
+
+
+def unrouted_flaky(table: pd.DataFrame, routes: dict[str, tuple[Route, str]]) -> dict[str, str]:
+    """Flaky problems no rule routed: task -> why they are worth a look (a pass there is luck, not a skill)."""
+    if "flaky" not in table:
+        return {}
+    return {str(task_id): f"{flaky_words(row)}; a pass here is luck: escalate it by hand if it matters"
+            for task_id, row in table[table["flaky"].astype(bool)].iterrows() if str(task_id) not in routes}
+
+
+def render_routing(routes: dict[str, tuple[Route, str]], rules: RouteRules, sources: list[str],
+                   flaky: dict[str, str] | None = None) -> str:
+    """TOML with a comment per entry saying why; strings are JSON-quoted, which TOML reads as basic strings. Flaky
+    problems no rule routed are listed as comments at the end."""
     lines = [
         "# soak routing file: `soak run --routing <this file>` applies it. Edit freely.",
         f"# From runs: {', '.join(sources)}",
@@ -133,6 +154,8 @@ def render_routing(routes: dict[str, tuple[Route, str]], rules: RouteRules, sour
         lines.append("")
     if not routes:
         lines.append("# No problem met a rule: nothing to route.")
+    for task_id, why in (flaky or {}).items():
+        lines.append(f"# flaky, not routed: {task_id}: {why}")
     return "\n".join(lines) + "\n"
 
 
@@ -156,8 +179,10 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     table = problem_table(tasks)
     table = table[table["model_attempts"] > 0]  # infra errors count against the stack, not the problem
     table = table.join(revision_counts(tasks)).fillna({"revised": 0, "revision_fixes": 0})
+    table = table.join(repeats.tries(tasks)[["tries", "flaky"]]).fillna({"tries": 0, "flaky": False})
     routes = decide(table, rules, typical_calls(tasks))
-    return render_routing(routes, rules, [run.run_id for run in runs]), table, routes
+    flaky = unrouted_flaky(table, routes)
+    return render_routing(routes, rules, [run.run_id for run in runs], flaky), table, routes
 
 
 def route_command(run_refs: list[str], rules: RouteRules, output: Path) -> None:
@@ -167,3 +192,5 @@ def route_command(run_refs: list[str], rules: RouteRules, output: Path) -> None:
     print(f"{len(table)} problems, {len(routes)} routed -> {output}")
     for task_id, (entry, why) in routes.items():
         print(f"  {entry.label():<16} {task_id}: {why}")
+    for task_id, why in unrouted_flaky(table, routes).items():
+        print(f"  {'flaky':<16} {task_id}: {why}")

@@ -121,3 +121,20 @@ def test_false_successes_are_failures_with_their_own_reason_and_canaries_are_not
     assert {k: r.action for k, (r, _) in routes.items()} == {"liar": "skip", "quitter": "skip"}
     assert "2 claimed a success the tests did not find" in routes["liar"][1]
     assert "2 said it cannot be done as asked" in routes["quitter"][1] and "claimed a success" in text
+
+
+def test_flaky_problems_are_marked_with_their_own_reason(tmp_path):
+    """Passed 2 of 4: no rule routes it, so the file and the command list it as flaky with pass^3 (C(2,3)/C(4,3) =
+    0); a flaky problem a rule routes carries it in its reason; one that always passes is not flaky."""
+    rows = ([attempt("coin", outcome) for outcome in ("pass", "fail", "pass", "fail")]
+            + [attempt("slow-coin", outcome, seconds=550) for outcome in ("pass", "pass", "fail")]
+            + [attempt("fine", "pass") for _ in range(3)])
+    text, table, routes = routed(tmp_path, rows)
+    assert bool(table.loc["coin", "flaky"]) and not bool(table.loc["fine", "flaky"])
+    assert "coin" not in routes and routes["slow-coin"][0].action == "extend"
+    assert "flaky: passed 2 of its 3 tries, all of 3 tries pass 0% of the time" in routes["slow-coin"][1]
+    assert ("# flaky, not routed: coin: flaky: passed 2 of its 4 tries, all of 3 tries pass 0% of the time; a pass "
+            "here is luck") in text
+    assert "fine" not in text
+    result = CliRunner().invoke(main, ["route", str(tmp_path / "night"), "-o", str(tmp_path / "r.toml")])
+    assert result.exit_code == 0 and "flaky            coin: flaky: passed 2 of its 4" in result.output, result.output
