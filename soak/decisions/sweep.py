@@ -1,6 +1,7 @@
 """The sweep's verdict: per configuration the figures that decide (pass rate with its interval, tool-call
 integrity, decode speed, gates) and the recommendation: the fastest configuration whose pass rate and tool-call
-integrity are not worse than the best beyond noise, with the reason each other one lost.
+integrity are not worse than the best beyond noise, with the reason each other one lost. A configuration whose night
+degraded (soak.decisions.course) is not recommended, whatever its totals.
 
 "Beyond noise": the two 95 % Wilson score intervals do not overlap. Speed is the median decode tok/s of the
 configuration's successful calls (what speculative decoding and engines change); TTFT is shown beside it.
@@ -11,9 +12,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from soak.decisions import course
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
-from soak.record.read import RunRecord, load_run
+from soak.record.read import RunRecord, load_run, time_span
 from soak.record.schema import MANGLED
 from soak.record.summary import trust, wilson
 from soak.record.sweeps import GateRecord, SweepEntry, SweepInfo
@@ -47,6 +49,10 @@ class Standing:
     gates: list[GateRecord] = field(default_factory=list)
     dishonest: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per honesty rate (`false success` over failed attempts, `cheating` over canary attempts): (count, of)."""
+    held: bool | None = None
+    """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
+    course: str = ""
+    """The course's verdict line."""
 
     @property
     def pass_rate(self) -> float | None:
@@ -95,6 +101,8 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
                     .value_counts().items()}
     ok = calls[calls["status"] == "ok"]
     found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
+    night = course.course(run.tasks, run.calls, run.samples, run.events, *time_span(run))
+    found.held, found.course = night["held"], night["verdict"]
     return found
 
 
@@ -128,6 +136,8 @@ def disqualified(s: Standing) -> str:
         return "failed its gates: " + "; ".join(failed)
     if not s.attempts:
         return "no attempt was judged"
+    if s.held is False:
+        return f"its night {s.course}"
     return ""
 
 

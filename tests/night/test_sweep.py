@@ -343,3 +343,12 @@ def test_a_sweep_compares_two_cache_sizes_by_the_sessions_they_keep_warm(tmp_pat
                      "cache-large": [(1, True), (2, True), (4, True), (8, False)]}
     html = (tmp_path / "reports" / "cliff" / "index.html").read_text()
     assert "Sessions until the cliff" in html and 'alt="cross-turn hit rate and TTFT p95' in html
+
+
+def test_a_configuration_whose_night_degraded_is_not_recommended_however_fast():
+    fast = done("fast", passes=9, attempts=10, decode_tps=900.0, held=False,
+                course="degraded from 02:14: TTFT p95 1.2 s → 4.8 s")
+    steady = done("steady", passes=9, attempts=10, decode_tps=600.0, held=True, course="held up for 8 h 00 min")
+    verdict = recommend([fast, steady])
+    assert verdict.choice == "steady"
+    assert verdict.reasons["fast"] == "its night degraded from 02:14: TTFT p95 1.2 s → 4.8 s"
