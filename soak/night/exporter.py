@@ -1,20 +1,36 @@
 """`soak run --metrics-port N`: the night itself as Prometheus metrics, for Grafana or curl."""
 
 from collections import deque
+from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from soak.decisions.course import window_width
 from soak.record.folder import RowListener
 from soak.record.schema import MODEL_OUTCOMES, CallRow, EventRow, SampleRow, TaskRow
 
 PASS_RATE_WINDOW = 50
+UNPLANNED_WINDOW_SECONDS = 300.0
+"""The window of a night without a planned length (a task count, one pass): five minutes."""
+
+
+@dataclass
+class Window:
+    """What started in one window of the night and has finished so far."""
+
+    attempts: int = 0
+    passes: int = 0
+    calls: int = 0
+    failed_calls: int = 0
+    ttfts: list[float] = field(default_factory=list)
 
 
 class RunExporter(RowListener):
     """Fed by the recorder with every row it writes; serves the running totals on /metrics."""
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, started_at: float = 0.0, planned_seconds: float | None = None):
         self.registry = registry = CollectorRegistry()
         self.tasks = Counter("soak_tasks", "Finished task attempts by outcome.", ["outcome"], registry=registry)
         self.task_seconds = Histogram(
@@ -34,6 +50,21 @@ class RunExporter(RowListener):
         Gauge("soak_run_info", "The run this exporter describes.", ["run_id"], registry=registry).labels(run_id).set(1)
         self.recent: deque[bool] = deque(maxlen=PASS_RATE_WINDOW)
         self.server: WSGIServer | None = None
+        self.start = started_at
+        self.width = window_width(planned_seconds) if planned_seconds else UNPLANNED_WINDOW_SECONDS
+        """The report's window for this night's planned length (soak.decisions.course), so the live figures are the
+        ones the morning's course will show."""
+        self.windows: dict[int, Window] = {}
+        self.current = -1
+        self.window_gauges = {
+            name: Gauge(f"soak_window_{name}", doc, registry=registry) for name, doc in (
+                ("start_seconds", "Start of the current window (the latest any finished attempt or call started in), "
+                                  "in seconds since the night's start."),
+                ("attempts", "Model-judged ordinary attempts that started in the current window and have finished."),
+                ("pass_rate", "Pass rate of those attempts."),
+                ("ttft_p95_seconds", "TTFT p95 of the successful calls that started in the current window."),
+                ("failed_calls", "Calls that started in the current window and failed."),
+            )}
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         self.server, _ = start_http_server(port, addr=host, registry=self.registry)
@@ -49,11 +80,41 @@ class RunExporter(RowListener):
         if row.outcome in MODEL_OUTCOMES:
             self.recent.append(row.outcome == "pass")
             self.pass_rate.set(sum(self.recent) / len(self.recent))
+            if not row.canary:
+                window = self.window(row.started_at)
+                window.attempts += 1
+                window.passes += row.outcome == "pass"
+                self.publish()
 
     def call(self, row: CallRow) -> None:
         self.calls.labels(row.role, row.status, row.integrity).inc()
         if row.ttft_s is not None:
             self.ttft.labels(row.role).observe(row.ttft_s)
+        window = self.window(row.started_at)
+        window.calls += 1
+        if row.status != "ok":
+            window.failed_calls += 1
+        elif row.ttft_s is not None:
+            window.ttfts.append(row.ttft_s)
+        self.publish()
+
+    def window(self, started_at: float) -> Window:
+        """The window a record belongs to (the one it started in); the latest seen becomes the current one, and
+        windows before the one preceding it are dropped (late rows of those no longer show)."""
+        index = max(0, int((started_at - self.start) // self.width))
+        if index > self.current:
+            self.current = index
+            self.windows = {i: w for i, w in self.windows.items() if i >= index - 1}
+        return self.windows.setdefault(index, Window())
+
+    def publish(self) -> None:
+        window = self.windows.get(self.current, Window())
+        values = {"start_seconds": self.current * self.width, "attempts": window.attempts,
+                  "pass_rate": window.passes / window.attempts if window.attempts else float("nan"),
+                  "ttft_p95_seconds": float(np.percentile(window.ttfts, 95)) if window.ttfts else float("nan"),
+                  "failed_calls": window.failed_calls}
+        for name, value in values.items():
+            self.window_gauges[name].set(value)
 
     def event(self, row: EventRow) -> None:
         self.events.labels(row.kind).inc()

@@ -173,7 +173,7 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         if metrics_port is not None:
             from soak.night.exporter import RunExporter
 
-            exporter = RunExporter(info.run_id)
+            exporter = RunExporter(info.run_id, info.started_at or 0.0, info.limits.duration_seconds)
             try:
                 exporter.serve(metrics_port)
             except OSError as error:
