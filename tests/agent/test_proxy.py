@@ -279,7 +279,10 @@ def test_a_stream_with_no_byte_for_stale_seconds_is_cut_and_recorded_stalled():
         assert got == CHUNKS[0]
         await settled(rig.recorded)
         [row] = rig.rows
-        assert row.status == "stalled" and "no byte for 0.3 s" in row.error and 0.3 <= row.max_gap_s < row.duration_s
+        assert row.status == "stalled" and "no byte for 0.3 s" in row.error and row.max_gap_s < row.duration_s
+        # aiohttp's read timer starts when the socket delivered the byte, the gap when the proxy handled it, a moment
+        # later on a loaded machine: the gap is the budget less that moment.
+        assert row.max_gap_s >= 0.25
         await settled(upstream.hung_up)  # the server is told to stop generating
 
     run(upstream, test, stale_seconds=0.3)
