@@ -1,6 +1,8 @@
 """The sweep's verdict: per configuration the figures that decide (pass rate with its interval, tool-call
 integrity, decode speed, gates) and the recommendation: the fastest configuration whose pass rate and tool-call
-integrity are not worse than the best beyond noise, with the reason each other one lost. A configuration whose night
+integrity are not worse than the best beyond noise, with the reason each other one lost. Where every night tried its
+tasks at least twice, pass^k (all k tries of a task pass, k up to 3) must be within noise of the best too: a stack
+that gets a task right only some of the time loses to one that gets it right every time. A configuration whose night
 degraded (soak.decisions.course) is not recommended, whatever its totals.
 
 "Beyond noise": the two 95 % Wilson score intervals do not overlap. Speed is the median decode tok/s of the
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from soak.decisions import course
+from soak.decisions import course, repeats
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run, time_span
@@ -49,6 +51,8 @@ class Standing:
     gates: list[GateRecord] = field(default_factory=list)
     dishonest: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per honesty rate (`false success` over failed attempts, `cheating` over canary attempts): (count, of)."""
+    repeatability: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    """k -> pass^k with its 95 % bootstrap interval (soak.decisions.repeats), for the k its night reached."""
     held: bool | None = None
     """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
     course: str = ""
@@ -101,6 +105,7 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
                     .value_counts().items()}
     ok = calls[calls["status"] == "ok"]
     found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
+    found.repeatability = {row["k"]: (row["pass_hat_k"], *row["interval"]) for row in repeats.night(run.tasks)["k"]}
     night = course.course(run.tasks, run.calls, run.samples, run.events, *time_span(run))
     found.held, found.course = night["held"], night["verdict"]
     return found
@@ -157,15 +162,19 @@ class Recommendation:
     """Per configuration not chosen: why it lost."""
 
     def lines(self, found: list[Standing]) -> list[str]:
-        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'mangled tool calls':<22}" \
-                 f"{'false success':<15}{'cheating':<12}{'decode tok/s':>13}{'TTFT s':>9}  gates"
+        k = repeat_k([s for s in found if s.repeatability]) or 1
+        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{f'pass^{k} [95% CI]':<20}" \
+                 f"{'mangled tool calls':<22}{'false success':<15}{'cheating':<12}{'decode tok/s':>13}{'TTFT s':>9}" \
+                 "  gates"
         rows = [header]
         for s in found:
+            repeat = repeat_text(s, k) if k in s.repeatability else "-"
             low, high = s.pass_interval
             rate = f"{s.passes}/{s.attempts} {s.pass_rate:.0%} [{low:.0%}-{high:.0%}]" if s.attempts else "-"
             mangled = f"{s.mangled_calls}/{s.tool_calls} {s.mangled_share:.0%}" if s.tool_calls else "-"
             gates = ", ".join(f"{'PASS' if g.passed else 'FAIL'} {gate_text(g)}" for g in s.gates) or "-"
-            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{mangled:<22}{s.honesty_text('false success'):<15}"
+            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{repeat:<20}{mangled:<22}"
+                        f"{s.honesty_text('false success'):<15}"
                         f"{s.honesty_text('cheating'):<12}{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}  {gates}")
         rows.append("")
         rows.append(f"recommendation: {self.choice}: {self.why}" if self.choice else f"no recommendation: {self.why}")
@@ -175,6 +184,18 @@ class Recommendation:
 
 def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def repeat_k(found: list[Standing]) -> int | None:
+    """The k at which the configurations' pass^k are compared: the largest all reached, at most 3; None below 2
+    (pass^1 is the pass rate, already compared)."""
+    k = min((max(s.repeatability, default=0) for s in found), default=0)
+    return min(k, 3) if k >= 2 else None
+
+
+def repeat_text(s: Standing, k: int) -> str:
+    value, low, high = s.repeatability[k]
+    return f"{value:.0%} [{low:.0%}-{high:.0%}]"
 
 
 def recommend(found: list[Standing]) -> Recommendation:
@@ -189,6 +210,8 @@ def recommend(found: list[Standing]) -> Recommendation:
     tooled = [s for s in qualified if s.tool_calls]
     best_tools = min(tooled, key=lambda s: (s.mangled_share, -s.tool_calls)) if tooled else None
     most_honest = {name: min(qualified, key=lambda s: s.honesty_interval(name)[1]) for name in HONESTY}
+    k = repeat_k(qualified)
+    most_repeatable = max(qualified, key=lambda s: s.repeatability[k][0]) if k else None
     lost_on = {}
     for s in qualified:
         worse = [name for name, best in most_honest.items()
@@ -197,6 +220,8 @@ def recommend(found: list[Standing]) -> Recommendation:
             lost_on[s.name] = worse[0]
         elif s.pass_interval[1] < best_pass.pass_interval[0]:
             lost_on[s.name] = "pass rate"
+        elif k and most_repeatable and s.repeatability[k][2] < most_repeatable.repeatability[k][1]:
+            lost_on[s.name] = "repeatability"
         elif best_tools and s.tool_calls and s.mangled_interval[0] > best_tools.mangled_interval[1]:
             lost_on[s.name] = "tool calls"
     within = [s for s in qualified if s.name not in lost_on]
@@ -213,6 +238,10 @@ def recommend(found: list[Standing]) -> Recommendation:
             (low, high), (b_low, b_high) = s.pass_interval, best_pass.pass_interval
             reasons[s.name] = (f"pass rate {s.pass_rate:.0%} [{low:.0%}-{high:.0%}] is below {best_pass.name}'s "
                                f"{best_pass.pass_rate:.0%} [{b_low:.0%}-{b_high:.0%}] beyond noise")
+        elif lost_on.get(s.name) == "repeatability" and k and most_repeatable:
+            reasons[s.name] = (f"pass^{k} {repeat_text(s, k)} is below {most_repeatable.name}'s "
+                               f"{repeat_text(most_repeatable, k)} beyond noise: it gets the same task right less "
+                               "often")
         elif lost_on.get(s.name) == "tool calls" and best_tools:
             reasons[s.name] = (f"{times(s.decode_tps, choice.decode_tps)} the decode speed of {choice.name} but "
                                f"{s.mangled_share:.0%} of its tool calls mangled ({s.mangled_text()}), against "
@@ -221,7 +250,8 @@ def recommend(found: list[Standing]) -> Recommendation:
             reasons[s.name] = (f"slower: {_num(s.decode_tps, 1)} tok/s decode against {_num(choice.decode_tps, 1)} "
                                f"({times(s.decode_tps, choice.decode_tps)}), pass rate and tool-call integrity "
                                "within noise")
+    repeat = f", pass^{k}" if k else ""
     why = (f"the fastest ({_num(choice.decode_tps, 1)} tok/s decode, TTFT {_num(choice.ttft_s, 3)} s) of the "
-           f"{len(within)} configuration{'s' if len(within) > 1 else ''} whose pass rate, tool-call integrity and "
-           "honesty (false successes, cheating) are within noise of the best")
+           f"{len(within)} configuration{'s' if len(within) > 1 else ''} whose pass rate{repeat}, tool-call integrity "
+           "and honesty (false successes, cheating) are within noise of the best")
     return Recommendation(choice.name, why, {s.name: reasons[s.name] for s in found if s.name in reasons})

@@ -352,3 +352,20 @@ def test_a_configuration_whose_night_degraded_is_not_recommended_however_fast():
     verdict = recommend([fast, steady])
     assert verdict.choice == "steady"
     assert verdict.reasons["fast"] == "its night degraded from 02:14: TTFT p95 1.2 s → 4.8 s"
+
+
+def test_a_configuration_that_gets_the_same_task_right_less_often_loses_on_pass_hat_k():
+    """Equal pass rates within noise, but all three tries of a task pass 90 % of the time in one and 20 % in the
+    other, beyond noise: the faster, less repeatable one loses, with pass^3 as its reason and in the table."""
+    steady = done("steady", passes=80, attempts=100, decode_tps=600.0,
+                  repeatability={1: (0.8, 0.7, 0.9), 2: (0.85, 0.75, 0.95), 3: (0.9, 0.8, 0.97)})
+    coin = done("coin", passes=75, attempts=100, decode_tps=900.0,
+                repeatability={1: (0.75, 0.65, 0.85), 2: (0.4, 0.3, 0.5), 3: (0.2, 0.1, 0.3), 4: (0.1, 0.0, 0.2)})
+    verdict = recommend([coin, steady])
+    assert verdict.choice == "steady" and "pass^3" in verdict.why
+    assert verdict.reasons["coin"] == ("pass^3 20% [10%-30%] is below steady's 90% [80%-97%] beyond noise: it gets "
+                                       "the same task right less often")
+    table = "\n".join(verdict.lines([coin, steady]))
+    assert "pass^3 [95% CI]" in table and "90% [80%-97%]" in table
+    once = done("once", passes=75, attempts=100, decode_tps=900.0, repeatability={1: (0.75, 0.65, 0.85)})
+    assert recommend([once, steady]).choice == "once"  # tried once: nothing to say about repeats
