@@ -149,6 +149,12 @@ def test_shipped_scenarios_load() -> None:
         ("[[faults]]\nkind = 'stall'\nrate = 0.1\n", "needs seconds > 0"),
         ("[[faults]]\nkind = 'meteor'\nrate = 0.1\n", "faults.0.kind"),
         ("[timing\n", "not valid TOML"),
+        ("[drift]\nttft_factor = 0\n", "drift.ttft_factor"),
+        ("[drift]\npass_factor = 1.5\n", "drift.pass_factor"),
+        ("[drift]\nrss_bytes = -1\n", "drift.rss_bytes"),
+        ("[drift]\nttft_from_s = -5\n", "drift.ttft_from_s"),
+        ("[drift]\nrss_growth_bytes_per_s = 10\n", "rss_growth_bytes_per_s needs rss_bytes > 0"),
+        ("[drift]\nspeed = 2\n", "speed: Extra inputs are not permitted"),
     ],
 )
 def test_malformed_scenario_names_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
