@@ -1,5 +1,7 @@
 """`soak run --metrics-port N`: the night itself as Prometheus metrics, for Grafana or curl."""
 
+import functools
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
@@ -22,9 +24,13 @@ class Window:
 
     attempts: int = 0
     passes: int = 0
-    calls: int = 0
     failed_calls: int = 0
     ttfts: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float]:
+        return {"attempts": self.attempts, "pass_rate": self.passes / self.attempts if self.attempts else math.nan,
+                "ttft_p95_seconds": float(np.percentile(self.ttfts, 95)) if self.ttfts else math.nan,
+                "failed_calls": self.failed_calls}
 
 
 class RunExporter(RowListener):
@@ -56,15 +62,15 @@ class RunExporter(RowListener):
         ones the morning's course will show."""
         self.windows: dict[int, Window] = {}
         self.current = -1
-        self.window_gauges = {
-            name: Gauge(f"soak_window_{name}", doc, registry=registry) for name, doc in (
-                ("start_seconds", "Start of the current window (the latest any finished attempt or call started in), "
-                                  "in seconds since the night's start."),
-                ("attempts", "Model-judged ordinary attempts that started in the current window and have finished."),
-                ("pass_rate", "Pass rate of those attempts."),
-                ("ttft_p95_seconds", "TTFT p95 of the successful calls that started in the current window."),
-                ("failed_calls", "Calls that started in the current window and failed."),
-            )}
+        for name, doc in (
+            ("start_seconds", "Start of the current window (the latest any finished attempt or call started in), in "
+                              "seconds since the night's start."),
+            ("attempts", "Model-judged ordinary attempts that started in the current window and have finished."),
+            ("pass_rate", "Pass rate of those attempts."),
+            ("ttft_p95_seconds", "TTFT p95 of the successful calls that started in the current window."),
+            ("failed_calls", "Calls that started in the current window and failed."),
+        ):  # Read when scraped, not on every row.
+            Gauge(f"soak_window_{name}", doc, registry=registry).set_function(functools.partial(self.figure, name))
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         self.server, _ = start_http_server(port, addr=host, registry=self.registry)
@@ -84,19 +90,16 @@ class RunExporter(RowListener):
                 window = self.window(row.started_at)
                 window.attempts += 1
                 window.passes += row.outcome == "pass"
-                self.publish()
 
     def call(self, row: CallRow) -> None:
         self.calls.labels(row.role, row.status, row.integrity).inc()
         if row.ttft_s is not None:
             self.ttft.labels(row.role).observe(row.ttft_s)
         window = self.window(row.started_at)
-        window.calls += 1
         if row.status != "ok":
             window.failed_calls += 1
         elif row.ttft_s is not None:
             window.ttfts.append(row.ttft_s)
-        self.publish()
 
     def window(self, started_at: float) -> Window:
         """The window a record belongs to (the one it started in); the latest seen becomes the current one, and
@@ -107,14 +110,11 @@ class RunExporter(RowListener):
             self.windows = {i: w for i, w in self.windows.items() if i >= index - 1}
         return self.windows.setdefault(index, Window())
 
-    def publish(self) -> None:
-        window = self.windows.get(self.current, Window())
-        values = {"start_seconds": self.current * self.width, "attempts": window.attempts,
-                  "pass_rate": window.passes / window.attempts if window.attempts else float("nan"),
-                  "ttft_p95_seconds": float(np.percentile(window.ttfts, 95)) if window.ttfts else float("nan"),
-                  "failed_calls": window.failed_calls}
-        for name, value in values.items():
-            self.window_gauges[name].set(value)
+    def figure(self, name: str) -> float:
+        """One of the current window's figures, for its gauge."""
+        if name == "start_seconds":
+            return max(0, self.current) * self.width
+        return self.windows.get(self.current, Window()).figures()[name]
 
     def event(self, row: EventRow) -> None:
         self.events.labels(row.kind).inc()
