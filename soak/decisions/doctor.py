@@ -118,7 +118,8 @@ async def metrics_engine(url: str | None) -> Finding:
         return Finding("/metrics", f"unreachable ({type(error).__name__})", False, f"check {url}")
     if series is None:
         return Finding("/metrics", "absent", True, "no server metrics (e.g. llama-cpp-python): client-side timing only")
-    prefixes = sorted({metric.split(":")[0] for metric, _ in series})
+    # The engine names its own series (vllm:, llamacpp:); a process gauge beside them names none.
+    prefixes = sorted({metric.split(":")[0] for metric, _ in series if ":" in metric})
     engine = ", ".join(prefixes) or "unknown names"
     return Finding("/metrics", f"{len(series)} series ({engine})", bool(prefixes),
                    "" if prefixes else "no vLLM or llama.cpp series found: samples will miss server metrics")
