@@ -256,6 +256,9 @@ def try_(**flags: Any) -> None:
 @click.option("--hours", type=float, help="Run this long (active time, summed over resumes).")
 @click.option("--minutes", type=float, help="Run this many minutes.")
 @click.option("--tasks", type=int, help="Stop after this many finished task attempts.")
+@click.option("--repeat", type=int, metavar="K",
+              help="Try each task K times per cycle, the tries one pass over the suite apart, for pass^k and flaky "
+                   "tasks in the report. Default: 1.")
 @click.option("--suite", help=SUITE_HELP + " Default: the config's (builtin).")
 @click.option("--concurrency", type=int, help="Tasks in flight at once. Default: the config's (2).")
 @click.option("--seed", type=int, help="Seed of each cycle's shuffled order. Default: the config's (0).")

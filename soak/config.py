@@ -39,8 +39,8 @@ class Endpoint(Strict):
     in the turn (a model that mangles a forced call mangles it again), and sends none after, so the model can end its
     turn in plain text: llama-cpp-python makes tool calls only when told to, and honours max_tokens only then."""
     seed: int | None = None
-    """Sent per call, offset by the task, cycle and call index: a night repeats on servers that honour seeds
-    (llama.cpp, vLLM) while each cycle still samples anew."""
+    """Sent per call, offset by the task, cycle, repeat and call index: a night repeats on servers that honour seeds
+    (llama.cpp, vLLM) while each cycle and each repeat still samples anew."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra request fields, e.g. {reasoning_effort = "low"} or {chat_template_kwargs = {...}}."""
     calls_per_second: float = 50.0

@@ -199,7 +199,7 @@ class Delegation:
         attempt.on_step(self.core.round, role)
         left = self.budgets.max_completion_tokens - ledger.completion_tokens
         context = CallContext(run_id=attempt.run_id, task_id=self.task.id, cycle=attempt.cycle,
-                              call_index=ledger.totals.calls)
+                              repeat=attempt.repeat, call_index=ledger.totals.calls)
         result = await model.chat(
             messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, on_row=ledger.record,
             owed_tool=owed_tool,

@@ -100,6 +100,7 @@ class IndexEntry(BaseModel):
     """The trajectory file, relative to the index."""
     task_id: str
     cycle: int
+    repeat: int = 1
     session: int
     outcome: str
     agent: str
@@ -112,6 +113,7 @@ class IndexEntry(BaseModel):
 class Skipped(BaseModel):
     task_id: str
     cycle: int
+    repeat: int = 1
     reason: str
 
 

@@ -33,7 +33,7 @@ from soak.export.steps import Thread, soak_extra, walk
 from soak.files import describe_validation_error, write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
-from soak.record.layout import TRANSCRIPT
+from soak.record.layout import TRANSCRIPT, attempt_name
 from soak.record.read import AttemptRecord, load_run, resolve_run_dir
 from soak.record.schema import OUTCOME_MEANINGS, CallRow, RoundRow
 
@@ -53,12 +53,12 @@ class Exported:
     @property
     def id(self) -> str:
         row = self.record.row
-        return f"{row.run_id}/{row.task_id}/{row.cycle}"
+        return f"{row.run_id}/{attempt_name(row.task_id, row.cycle, row.repeat)}"
 
 
 def round_facts(rounds: list[RoundRow]) -> list[dict[str, Any]]:
     """Each judged round as rounds.csv keeps it (the attempt names it once: the trajectory's session)."""
-    return [item.model_dump(mode="json", exclude={"schema_version", "run_id", "task_id", "cycle", "session"})
+    return [item.model_dump(mode="json", exclude={"schema_version", "run_id", "task_id", "cycle", "repeat", "session"})
             for item in rounds]
 
 
@@ -195,7 +195,8 @@ def agent_trajectory(attempt: Exported) -> Trajectory | None:
 def notes(attempt: Exported, sources: list[str]) -> str:
     row = attempt.record.row
     read = ", ".join(sources) or "no transcript soak reads (calls only)"
-    return (f"soak attempt {row.task_id} cycle {row.cycle} (session {row.session}) of run {row.run_id}: "
+    repeat = f" repeat {row.repeat}" if row.repeat > 1 else ""
+    return (f"soak attempt {row.task_id} cycle {row.cycle}{repeat} (session {row.session}) of run {row.run_id}: "
             f"{row.outcome}. Messages from {read}; each LLM call from "
             "calls.csv, its row under the step's extra.soak.call; soak's facts under the root's extra.soak.")
 
@@ -225,28 +226,29 @@ def export_run(ref: str | None, out: Path | None) -> tuple[Path, AtifIndex]:
     version = (run.info.versions.get("soak") if run.info else None) or "unknown"
     index = AtifIndex(run_id=run.run_id, run_folder=str(path), running=run.running, trajectories=[])
     try:
-        attempts = [run.attempt(str(task_id), int(cycle))
-                    for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True)]
+        attempts = [run.attempt(*key) for key in run.attempt_keys()]
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(path), error)) from None
     out.mkdir(parents=True, exist_ok=True)
     for record in attempts:
         row = record.row
-        if f"{row.task_id}/{row.cycle}" in in_flight:
-            index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle,
+        name = attempt_name(row.task_id, row.cycle, row.repeat)
+        if name in in_flight:
+            index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle, repeat=row.repeat,
                                          reason="being redone: its folder holds the attempt in flight"))
             continue
         attempt = Exported(record, version)
         made = agent_trajectory(attempt) if row.agent else soak_trajectory(attempt)
         if made is None:
-            index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle,
+            index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle, repeat=row.repeat,
                                          reason=f"no message and no call recorded ({row.outcome})"))
             continue
-        relative = f"{row.task_id}/{row.cycle}.json"
+        relative = f"{name}.json"
         (out / row.task_id).mkdir(exist_ok=True)
         write_atomic(out / relative, made.json_text())
         index.trajectories.append(IndexEntry(
-            path=relative, task_id=row.task_id, cycle=row.cycle, session=row.session, outcome=row.outcome,
+            path=relative, task_id=row.task_id, cycle=row.cycle, repeat=row.repeat, session=row.session,
+            outcome=row.outcome,
             agent=row.agent or f"soak {version}", model=made.agent.model_name or row.coder_model,
             steps=steps_in(made), subagents=len(made.subagent_trajectories or [])))
     write_atomic(out / "index.json", index.model_dump_json(indent=1) + "\n")

@@ -20,6 +20,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_
 from soak.config import Endpoint, SoakConfig
 from soak.llm.integrity import ToolCall, valid_text
 from soak.llm.reply import Reply, dict_or_fail
+from soak.record.layout import attempt_name
 from soak.record.schema import CallRow, CallStatus, Integrity, Role
 
 RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
@@ -34,13 +35,16 @@ class CallContext(BaseModel):
     run_id: str = ""
     task_id: str = ""
     cycle: int = 0
+    repeat: int = 1
     call_index: int = 0
     """Index of the first try; each retry takes the next one."""
 
 
 def call_seed(seed: int, context: CallContext) -> int:
-    """The same call of the same task and cycle gets the same seed in every run; other calls and cycles differ."""
-    return (seed + zlib.crc32(f"{context.task_id}/{context.cycle}/{context.call_index}".encode())) % 2**31
+    """The same call of the same attempt (task, cycle, repeat) gets the same seed in every run; other calls, cycles
+    and repeats differ."""
+    attempt = attempt_name(context.task_id, context.cycle, context.repeat)
+    return (seed + zlib.crc32(f"{attempt}/{context.call_index}".encode())) % 2**31
 
 
 class CallResult(BaseModel):
@@ -298,7 +302,7 @@ class ChatEndpoint:
         """Turn one try into its row (handed to `on_row` at once) and its result."""
         context = call.context
         row = got.row(
-            run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
+            run_id=context.run_id, task_id=context.task_id, cycle=context.cycle, repeat=context.repeat,
             call_index=context.call_index + retry - 1, retry=retry, role=call.role, endpoint=self.name,
             model=self.endpoint.model, stream=self.endpoint.stream, tools=call.tools, max_tokens=call.max_tokens,
             status=status, http_status=http_status, error=scrub(error, self._key), request=call.request,

@@ -201,7 +201,7 @@ class Reply:
     def row(
         self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: Role, endpoint: str,
         model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
-        http_status: int | None, error: str, request: dict[str, Any] | None = None,
+        http_status: int | None, error: str, request: dict[str, Any] | None = None, repeat: int = 1,
     ) -> CallRow:
         """This try's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
         `tools`, its sampling settings read off `request`: the one place a call becomes a row, for soak's own calls
@@ -234,7 +234,7 @@ class Reply:
                 and first is not None and last is not None and last > first):
             decode_tps = (tokens - 1) / (last - first)
         return CallRow(
-            run_id=run_id, task_id=task_id, cycle=cycle, call_index=call_index, retry=retry, role=role,
+            run_id=run_id, task_id=task_id, cycle=cycle, repeat=repeat, call_index=call_index, retry=retry, role=role,
             endpoint=endpoint, model=model, stream=stream, started_at=self.started_at,
             first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
             max_gap_s=max_gap, duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens,

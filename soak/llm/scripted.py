@@ -100,7 +100,8 @@ class ScriptedModel:
 
         def emit(status: CallStatus, error: str) -> CallRow:
             row = got.row(run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
-                          call_index=context.call_index, retry=1, role=role, endpoint=self.name, model=self._model,
+                          repeat=context.repeat, call_index=context.call_index, retry=1, role=role, endpoint=self.name,
+                          model=self._model,
                           stream=True, tools=tools, max_tokens=max_tokens, status=status,
                           http_status=200 if status == "ok" else None, error=error,
                           request={"temperature": self.temperature})

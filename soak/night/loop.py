@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
 from soak.record.folder import RowListener, RunFolder
+from soak.record.layout import attempt_name
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
 from soak.sandbox.disk import remove_tree
@@ -57,11 +58,19 @@ def routed(task: TaskSpec, route: "Route | None") -> TaskSpec:
     return task
 
 
-def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[tuple[int, str]]:
-    """(cycle, task_id) of the attempts a session does not run again: those whose row that counts
+Slot = tuple[int, int, str]
+"""(cycle, repeat, task_id): one attempt's place in the night, whatever its session."""
+
+
+def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[Slot]:
+    """The slots of the attempts a session does not run again: those whose row that counts
     (soak.record.read.latest_attempts) is neither cancelled nor of an outcome to `retry`."""
     again = {"cancelled", *retry}
-    return {(r.cycle, r.task_id) for r in attempts if r.outcome not in again}
+    return {slot_of(r) for r in attempts if r.outcome not in again}
+
+
+def slot_of(row: TaskRow) -> Slot:
+    return row.cycle, row.repeat, row.task_id
 
 
 class Readiness(Protocol):
@@ -71,33 +80,41 @@ class Readiness(Protocol):
 
 
 class Schedule:
-    """Cycles through the suite, each cycle (from 1) in its own seeded order, skipping attempts already finished."""
+    """Cycles through the suite, skipping attempts already finished. A cycle (from 1) is `repeats` passes over the
+    suite in the cycle's own seeded order, so a task's tries are one pass apart: spread evenly over the cycle, each
+    sampling another hour of the night, never back to back."""
 
-    def __init__(self, tasks: list[TaskSpec], seed: int, limits: RunLimits, done: set[tuple[int, str]]):
+    def __init__(self, tasks: list[TaskSpec], seed: int, limits: RunLimits, done: set[Slot]):
         self.tasks = {task.id: task for task in tasks}
         self.seed, self.limits, self.done = seed, limits, done
         self.taken = len(done)
-        last = max((cycle for cycle, _ in done), default=0)
-        incomplete = [c for c in range(1, last + 1) if any((c, t) not in done for t in self.tasks)]
+        last = max((cycle for cycle, _, _ in done), default=0)
+        incomplete = [c for c in range(1, last + 1) if any(slot not in done for slot in self.slots(c))]
         self.cycle = (incomplete[0] if incomplete else last + 1) - 1
-        self.queue: deque[str] = deque()
+        self.queue: deque[Slot] = deque()
 
     def order(self, cycle: int) -> list[str]:
         ids = sorted(self.tasks)
         random.Random(f"{self.seed}/{cycle}").shuffle(ids)
         return ids
 
-    def take(self) -> tuple[int, TaskSpec] | None:
-        """The next attempt, or None when the task or cycle limit is reached."""
+    def slots(self, cycle: int) -> list[Slot]:
+        """The cycle's attempts in the order they run."""
+        order = self.order(cycle)
+        return [(cycle, repeat, t) for repeat in range(1, self.limits.repeats + 1) for t in order]
+
+    def take(self) -> tuple[int, int, TaskSpec] | None:
+        """The next attempt (cycle, repeat, task), or None when the task or cycle limit is reached."""
         if not self.tasks or (self.limits.max_tasks is not None and self.taken >= self.limits.max_tasks):
             return None
         while not self.queue:
             self.cycle += 1
             if self.limits.max_cycles is not None and self.cycle > self.limits.max_cycles:
                 return None
-            self.queue.extend(t for t in self.order(self.cycle) if (self.cycle, t) not in self.done)
+            self.queue.extend(slot for slot in self.slots(self.cycle) if slot not in self.done)
         self.taken += 1
-        return self.cycle, self.tasks[self.queue.popleft()]
+        cycle, repeat, task_id = self.queue.popleft()
+        return cycle, repeat, self.tasks[task_id]
 
     @property
     def end_reason(self) -> str:
@@ -147,6 +164,7 @@ class RunEnd:
 class InFlight:
     task_id: str
     cycle: int
+    repeat: int
     started_at: float
     job: asyncio.Task
     context: AttemptContext
@@ -177,8 +195,8 @@ class Runner(RowListener):
         self.retry = frozenset(retry)
         """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
         attempts = read_attempts(folder.layout.tasks)
-        self.retried = {(r.cycle, r.task_id): r.session for r in attempts if r.outcome in self.retry}
-        """(cycle, task_id) -> session of the row a retry supersedes (its work folder is kept under that name)."""
+        self.retried = {slot_of(r): r.session for r in attempts if r.outcome in self.retry}
+        """Slot -> session of the row a retry supersedes (its work folder is kept under that name)."""
         self.schedule = Schedule(tasks, config.seed, info.limits, finished_attempts(attempts, self.retry))
         self.budget = InfraWindow(config.error_budget)
         self.in_flight: dict[str, InFlight] = {}
@@ -215,9 +233,10 @@ class Runner(RowListener):
             self.folder.event("resume", self.resume_detail())
 
     def resume_detail(self) -> str:
-        attempts = {(r.task_id, r.cycle, r.session) for r in read_rows(self.folder.layout.tasks, TaskRow)}
+        attempts = {(*slot_of(r), r.session) for r in read_rows(self.folder.layout.tasks, TaskRow)}
         orphans = sum(
-            (r.task_id, r.cycle, r.session) not in attempts for r in read_rows(self.folder.layout.calls, CallRow)
+            (r.cycle, r.repeat, r.task_id, r.session) not in attempts
+            for r in read_rows(self.folder.layout.calls, CallRow)
         )
         repaired = {log.path.name: log.repaired_bytes for log in self.folder.logs if log.repaired_bytes}
         left = "" if self.deadline_at is None else f", {max(0.0, self.deadline_at - time.time()):.0f} s left"
@@ -229,7 +248,7 @@ class Runner(RowListener):
 
     def heartbeat(self) -> None:
         self.info.sessions[-1].last_seen_at = time.time()
-        self.info.in_flight = [f"{f.task_id}/{f.cycle}" for f in self.in_flight.values()]
+        self.info.in_flight = list(self.in_flight)
         self.folder.write_info(self.info)
 
     def finish_session(self, end: RunEnd) -> None:
@@ -302,17 +321,17 @@ class Runner(RowListener):
                 return
             await self.attempt(*item)
 
-    async def attempt(self, cycle: int, task: TaskSpec) -> None:
-        workdir = self.folder.layout.attempt(task.id, cycle).path
-        superseded = self.retried.pop((cycle, task.id), None)
+    async def attempt(self, cycle: int, repeat: int, task: TaskSpec) -> None:
+        workdir = self.folder.layout.attempt(task.id, cycle, repeat).path
+        superseded = self.retried.pop((cycle, repeat, task.id), None)
         if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
-            workdir.rename(unused(workdir.with_name(f"{cycle}.session-{superseded}")))
+            workdir.rename(unused(workdir.with_name(f"{workdir.name}.session-{superseded}")))
         if workdir.exists():  # a redo after a crash or a cancel starts clean, however deep a tree the attempt left
             await asyncio.to_thread(remove_tree, workdir)  # seconds for a deep tree: the other lanes go on meanwhile
             if self.end is not None:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
                 return
         workdir.mkdir(parents=True, exist_ok=True)
-        key = f"{task.id}/{cycle}"
+        key = attempt_name(task.id, cycle, repeat)
 
         def on_call(row: CallRow) -> None:
             flight.role = flight.role if flight.round else row.role
@@ -324,9 +343,9 @@ class Runner(RowListener):
         route = self.routes.get(task.id)
         task = routed(task, route)
         context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, route.label() if route else "",
-                                 on_call, on_step, self.folder.record_round)
+                                 on_call, on_step, self.folder.record_round, repeat=repeat)
         job = asyncio.create_task(self.task_fn(task, context))
-        flight = self.in_flight[key] = InFlight(task.id, cycle, time.time(), job, context)
+        flight = self.in_flight[key] = InFlight(task.id, cycle, repeat, time.time(), job, context)
         try:
             row = await job
         except asyncio.CancelledError:

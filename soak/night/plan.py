@@ -36,6 +36,8 @@ class RunOptions(BaseModel):
     hours: float | None = None
     minutes: float | None = None
     tasks: int | None = None
+    repeat: int | None = None
+    """`--repeat K`: each task K times per cycle (RunLimits.repeats)."""
     suite: str | None = None
     concurrency: int | None = None
     seed: int | None = None
@@ -58,22 +60,29 @@ class RunOptions(BaseModel):
     """`--rehearse`: soak starts `soak sim` itself as both roles (soak.night.rehearsal) for a short night."""
 
     def limits(self) -> RunLimits | None:
+        """The flags' limits; None when none is given (one pass over the suite, or a resumed run's own)."""
         given = [x for x in (self.hours, self.minutes, self.tasks) if x is not None]
         if len(given) > 1:
             raise BadInput("give one of --hours, --minutes and --tasks")
         if any(x <= 0 for x in given):
             raise BadInput("--hours, --minutes and --tasks must be positive")
+        if self.repeat is not None and not 1 <= self.repeat <= MAX_REPEATS:
+            raise BadInput(f"--repeat must be from 1 to {MAX_REPEATS}")
+        repeats = {"repeats": self.repeat} if self.repeat is not None else {}
         if self.tasks is not None:
-            return RunLimits(max_tasks=self.tasks)
+            return RunLimits(max_tasks=self.tasks, **repeats)
         if self.hours is not None:
-            return RunLimits(duration_seconds=self.hours * 3600)
+            return RunLimits(duration_seconds=self.hours * 3600, **repeats)
         if self.minutes is not None:
-            return RunLimits(duration_seconds=self.minutes * 60)
-        return None
+            return RunLimits(duration_seconds=self.minutes * 60, **repeats)
+        return RunLimits(max_cycles=1, **repeats) if repeats else None
 
+
+MAX_REPEATS = 100
+"""More tries of a task per cycle than pass^k needs (τ-bench goes to 8) is a typo."""
 
 RESUME_FLAGS = ("config_path", "suite", "concurrency", "seed", "run_id", "mode", "agent", "base_url", "model",
-                "routing")
+                "routing", "repeat")
 """Flags a resume refuses: a resumed run keeps its own config."""
 
 
@@ -256,6 +265,6 @@ def plan_resume(opts: RunOptions, info: RunInfo, layout: RunLayout) -> tuple[Run
         done = len(finished_attempts(read_attempts(layout.tasks), opts.retry))
         info = info.model_copy(update={"limits": RunLimits(
             duration_seconds=None if limits.duration_seconds is None else info.active_seconds + limits.duration_seconds,
-            max_tasks=None if limits.max_tasks is None else done + limits.max_tasks,
+            max_tasks=None if limits.max_tasks is None else done + limits.max_tasks, repeats=info.limits.repeats,
         )})
     return info, config, tasks

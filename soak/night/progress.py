@@ -30,6 +30,7 @@ class Current:
 
     task_id: str
     cycle: int
+    repeat: int = 1
     started_at: float = 0.0
     """0 = unknown (read from run.json's in_flight)."""
     round: int = 0
@@ -39,9 +40,15 @@ class Current:
 
     @classmethod
     def from_key(cls, key: str) -> "Current":
-        """From run.json's `task_id/cycle`."""
-        task_id, _, cycle = key.rpartition("/")
-        return cls(task_id or key, int(cycle) if cycle.isdigit() else 0)
+        """From run.json's `task_id/cycle` or `task_id/cycle-repeat` (soak.record.layout.attempt_name)."""
+        task_id, _, name = key.rpartition("/")
+        cycle, _, repeat = name.partition("-")
+        return cls(task_id or key, int(cycle) if cycle.isdigit() else 0, int(repeat) if repeat.isdigit() else 1)
+
+    @property
+    def place(self) -> str:
+        """The cycle, with the repeat when it is a later one."""
+        return str(self.cycle) if self.repeat == 1 else f"{self.cycle}-{self.repeat}"
 
 
 class RunStats(RowListener):
@@ -50,13 +57,13 @@ class RunStats(RowListener):
     def __init__(self, info: RunInfo):
         self.info = info
         self.outcomes: Counter[str] = Counter()
-        self.latest: dict[tuple[str, int], str] = {}
+        self.latest: dict[tuple[str, int, int], str] = {}
         """(task_id, cycle) -> the outcome that counts for that attempt."""
         self.calls = 0
         self.mangled_calls = 0
         """Calls whose tool call was judged neither ok nor none (mangled name, bad JSON, path escape...)."""
-        self.revised: dict[tuple[str, int], bool] = {}
-        """(task_id, cycle) of the attempts that went past round 1 -> whether the revision passed."""
+        self.revised: dict[tuple[str, int, int], bool] = {}
+        """(task_id, cycle, repeat) of the attempts that went past round 1 -> whether the revision passed."""
         self.restarts = 0
         self.recent_calls: deque[float] = deque()
         self.in_flight: Callable[[], list[Current]] = lambda: [Current.from_key(k) for k in self.info.in_flight]
@@ -86,9 +93,9 @@ class RunStats(RowListener):
         return sessions[-1].started_at + max(0.0, duration_seconds - sum(s.active_seconds for s in sessions[:-1]))
 
     def task(self, row: TaskRow) -> None:
-        """One attempt's row; a later row of the same (task_id, cycle), a retry's, supersedes the earlier one
+        """One attempt's row; a later row of the same attempt, a retry's, supersedes the earlier one
         (soak.record.read.latest_attempts)."""
-        key = (row.task_id, row.cycle)
+        key = (row.task_id, row.cycle, row.repeat)
         if (earlier := self.latest.get(key)) is not None:
             self.outcomes[earlier] -= 1
             if not self.outcomes[earlier]:
@@ -175,7 +182,7 @@ class RunStats(RowListener):
         for column in ("task", "cycle", "round", "role", "calls", "elapsed"):
             table.add_column(column, justify="left" if column in ("task", "role") else "right")
         for c in current:
-            table.add_row(c.task_id, str(c.cycle), str(c.round or "-"), c.role or "-", str(c.calls),
+            table.add_row(c.task_id, c.place, str(c.round or "-"), c.role or "-", str(c.calls),
                           span_text(now - c.started_at) if c.started_at else "-")
         return table
 
@@ -205,8 +212,9 @@ class QuietLines(RowListener):
         stamp = time.strftime("%H:%M:%S", time.localtime(row.ended_at))
         calls = row.orchestrator_calls + row.coder_calls + row.agent_calls
         tests = f"{row.tests_passed}/{row.tests_total}" if row.tests_total else "-"
+        repeat = f" repeat {row.repeat}" if row.repeat > 1 else ""
         self.console.print(
-            f"{stamp} cycle {row.cycle} {row.task_id} {row.outcome} {row.duration_s:.1f}s calls {calls}"
+            f"{stamp} cycle {row.cycle}{repeat} {row.task_id} {row.outcome} {row.duration_s:.1f}s calls {calls}"
             f" tests {tests} | {self.stats.headline()}", markup=False, highlight=False, soft_wrap=True,
         )
 

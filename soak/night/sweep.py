@@ -34,7 +34,7 @@ from soak.errors import BadInput
 from soak.files import describe_validation_error, load_model, write_atomic
 from soak.night.lifecycle import create_run, reopen_run
 from soak.night.loop import RunEnd
-from soak.night.plan import RunOptions, check_agent, check_run_id, new_run_id, plan_run
+from soak.night.plan import MAX_REPEATS, RunOptions, check_agent, check_run_id, new_run_id, plan_run
 from soak.night.wiring import SessionOptions, run_night
 from soak.paths import data_dir, sweeps_dir
 from soak.record.layout import RunLayout
@@ -76,6 +76,8 @@ class SweepFile(Length):
     """A soak.toml every configuration starts from; relative to the sweep file."""
     suite: str = "builtin"
     seed: int = 0
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEATS)
+    """Tries of each task per cycle (`soak run --repeat`), the same for every configuration: pass^k to rank by."""
     canary_share: float = Field(default=SoakConfig.model_fields["canary_share"].default, ge=0, le=1)
     """Shared like the seed: every configuration runs the same canaries."""
     gates: list[GateName] = Field(default_factory=list)
@@ -98,10 +100,10 @@ class SweepFile(Length):
         """The configuration's own length, else the sweep's, else one pass over the suite."""
         own = configuration if configuration.tasks or configuration.minutes else self
         if own.tasks:
-            return RunLimits(max_tasks=own.tasks)
+            return RunLimits(max_tasks=own.tasks, repeats=self.repeat)
         if own.minutes:
-            return RunLimits(duration_seconds=own.minutes * 60)
-        return RunLimits(max_cycles=1)
+            return RunLimits(duration_seconds=own.minutes * 60, repeats=self.repeat)
+        return RunLimits(max_cycles=1, repeats=self.repeat)
 
 
 def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -217,7 +217,7 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=options.detached,
                         retry=options.retry, started_at=options.started_at)
         stats.in_flight = lambda: [
-            Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.context.totals.calls)
+            Current(f.task_id, f.cycle, f.repeat, f.started_at, f.round, f.role, f.context.totals.calls)
             for f in list(runner.in_flight.values())
         ]
         stats.grace = None if runner.length is None else runner.grace

@@ -9,10 +9,17 @@ TEST_OUTPUT = "test_output.txt"
 """What the tests printed in a round, kept in the round's folder by the judge (soak.sandbox.judge.keep)."""
 
 
+def attempt_name(task_id: str, cycle: int, repeat: int = 1) -> str:
+    """`<task>/<cycle>`, or `<task>/<cycle>-<repeat>` for a later repeat: one attempt's name in the run folder, the
+    heartbeat's list of attempts in flight and the export."""
+    return f"{task_id}/{cycle}" if repeat == 1 else f"{task_id}/{cycle}-{repeat}"
+
+
 @dataclass(frozen=True)
 class AttemptLayout:
-    """`work/<task>/<cycle>/` of one attempt: the workspace the solution is written in, the transcript, and a folder
-    per judged round (the solution, the test output, an external agent's own files)."""
+    """`work/<task>/<cycle>/` (`<cycle>-<repeat>/` for a later repeat) of one attempt: the workspace the solution is
+    written in, the transcript, and a folder per judged round (the solution, the test output, an external agent's own
+    files)."""
 
     path: Path
 
@@ -109,8 +116,8 @@ class RunLayout:
         """run.json or tasks.csv is there (a run whose run.json is lost is still read)."""
         return self.info.exists() or self.tasks.exists()
 
-    def attempt(self, task_id: str, cycle: int) -> AttemptLayout:
-        return AttemptLayout(self.work / task_id / str(cycle))
+    def attempt(self, task_id: str, cycle: int, repeat: int = 1) -> AttemptLayout:
+        return AttemptLayout(self.work / attempt_name(task_id, cycle, repeat))
 
     def transcripts(self) -> list[Path]:
         """Every attempt's transcript in the run."""

@@ -41,8 +41,13 @@ R = TypeVar("R", bound=Row)
 TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow,
                                 "rounds": RoundRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
-Key = tuple[str, int, int]
-"""(task_id, cycle, session): one attempt."""
+Key = tuple[str, int, int, int]
+"""(task_id, cycle, repeat, session): one attempt."""
+
+
+def attempt_key(row: dict[str, Any]) -> Key:
+    """The Key of a row of tasks.csv, calls.csv or rounds.csv read as a dict."""
+    return str(row["task_id"]), int(row["cycle"]), int(row["repeat"]), int(row["session"])
 
 
 @dataclass
@@ -103,26 +108,32 @@ class RunRecord:
         return self.info is not None and not self.info.ended_at
 
     @cached_property
-    def _by_attempt(self) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[Key, list[dict[str, Any]]],
+    def _by_attempt(self) -> tuple[dict[tuple[str, int, int], dict[str, Any]], dict[Key, list[dict[str, Any]]],
                                    dict[Key, list[dict[str, Any]]]]:
-        """The counting rows by (task_id, cycle), the calls and the rounds by attempt: grouped once for the run (a
-        DataFrame per attempt costs milliseconds each, minutes over 10k attempts)."""
-        rows = {(str(r["task_id"]), int(r["cycle"])): r for r in records(self.tasks)}
+        """The counting rows by (task_id, cycle, repeat), the calls and the rounds by attempt: grouped once for the run
+        (a DataFrame per attempt costs milliseconds each, minutes over 10k attempts)."""
+        rows = {attempt_key(r)[:3]: r for r in records(self.tasks)}
         calls: dict[Key, list[dict[str, Any]]] = {}
         for call in records(self.calls.sort_values(["call_index", "retry"], kind="stable")):
-            calls.setdefault((str(call["task_id"]), int(call["cycle"]), int(call["session"])), []).append(call)
+            calls.setdefault(attempt_key(call), []).append(call)
         rounds: dict[Key, list[dict[str, Any]]] = {}
         for item in records(self.rounds.sort_values("round", kind="stable")):
-            rounds.setdefault((str(item["task_id"]), int(item["cycle"]), int(item["session"])), []).append(item)
+            rounds.setdefault(attempt_key(item), []).append(item)
         return rows, calls, rounds
 
-    def attempt(self, task_id: str, cycle: int, *, strict: bool = True) -> AttemptRecord:
-        """The attempt of `task_id` in `cycle` that counts (its row in `tasks`), typed; a value its model refuses raises
-        ValidationError, or with `strict` False is kept as read (the report shows an outcome of a later version).
-        KeyError when tasks.csv has no such row."""
+    def attempt_keys(self) -> list[tuple[str, int, int]]:
+        """(task_id, cycle, repeat) of each row of `tasks`, in its order: what `attempt` takes."""
+        tasks = self.tasks
+        return [(str(t), int(c), int(r))
+                for t, c, r in zip(tasks["task_id"], tasks["cycle"], tasks["repeat"], strict=True)]
+
+    def attempt(self, task_id: str, cycle: int, repeat: int = 1, *, strict: bool = True) -> AttemptRecord:
+        """The attempt of `task_id` in `cycle` (its `repeat`) that counts (its row in `tasks`), typed; a value its model
+        refuses raises ValidationError, or with `strict` False is kept as read (the report shows an outcome of a later
+        version). KeyError when tasks.csv has no such row."""
         rows, calls, rounds = self._by_attempt
-        row = model_of(rows[(task_id, cycle)], TaskRow, strict)
-        key, layout = (task_id, cycle, row.session), self.layout.attempt(task_id, cycle)
+        row = model_of(rows[(task_id, cycle, repeat)], TaskRow, strict)
+        key, layout = (task_id, cycle, repeat, row.session), self.layout.attempt(task_id, cycle, repeat)
         return AttemptRecord(row, layout, [model_of(call, CallRow, strict) for call in calls.get(key, [])],
                              derived_rounds(row, layout) if self.rounds_derived
                              else [model_of(item, RoundRow, strict) for item in rounds.get(key, [])])
@@ -207,14 +218,14 @@ def read_rows(path: Path, model: type[R]) -> Iterator[R]:
     yield from _models(read_table(path, model, []), model)
 
 
-ATTEMPT_KEY = ["task_id", "cycle"]
+ATTEMPT_KEY = ["task_id", "cycle", "repeat"]
 """What names one attempt across sessions: a re-run of it is a later row with the same key."""
 
 
 def latest_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The supersede rule: a row of a later session with the same (task_id, cycle) supersedes the earlier ones, so
-    only the rows of each attempt's latest session count; the rows kept stay in file order. (A session runs each
-    (task_id, cycle) once, so that is one row per attempt in a real run.)"""
+    """The supersede rule: a row of a later session with the same ATTEMPT_KEY supersedes the earlier ones, so only
+    the rows of each attempt's latest session count; the rows kept stay in file order. (A session runs each attempt
+    once, so that is one row per attempt in a real run.)"""
     if tasks.empty:
         return tasks
     latest = tasks.groupby(ATTEMPT_KEY, sort=False)["session"].transform("max")

@@ -49,6 +49,7 @@ def derived_rounds(row: TaskRow, layout: AttemptLayout) -> list[RoundRow]:
         digest = hashlib.sha256(data).hexdigest() if solution is not None else ""
         rounds.append(RoundRow(
             schema_version=row.schema_version, run_id=row.run_id, task_id=row.task_id, cycle=row.cycle,
+            repeat=row.repeat,
             session=row.session, round=number, result="pass" if total and passed == total else "fail",
             tests_passed=passed, tests_total=total, failing_tests="\n".join(failing_tests(output)),
             entry_sha256=digest, entry_bytes=len(data), noop=bool(digest) and digest == previous, derived=True,

@@ -18,8 +18,9 @@ from each round folder's test output, marked `derived`); a resume refuses it (it
 7: tasks.csv's `claim_reason` and `coder_quote`, and claims read where the agent made them (`claim_source` `signal`,
 `output` or `model`). An older folder stays readable (its last-words claims say `text`); a resume refuses it (its
 tasks.csv lacks the columns).
-8: calls.csv's `temperature`, `top_p` and `seed`, as each request was sent. An older folder stays readable (the columns
-empty: unknown); a resume refuses it (its calls.csv lacks the columns)."""
+8: calls.csv's `temperature`, `top_p` and `seed`, as each request was sent, and the `repeat` of tasks.csv, rounds.csv
+and calls.csv (`soak run --repeat K`). An older folder stays readable (the sampling columns empty: unknown; every
+attempt its cycle's only repeat); a resume refuses it (its CSVs lack the columns)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -84,8 +85,10 @@ class TaskRow(Row):
     """One finished task attempt (tasks.csv)."""
 
     cycle: int
+    repeat: int = 1
+    """Which of its cycle's tries of the task (`--repeat K`: 1..K, spread over the cycle); 1 without repeats."""
     session: int = 0
-    """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, session) names one attempt."""
+    """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, repeat, session) names one attempt."""
     task_id: str
     suite: str
     route: str = ""
@@ -166,6 +169,7 @@ class RoundRow(Row):
 
     task_id: str
     cycle: int
+    repeat: int = 1
     session: int = 0
     round: int
     result: str
@@ -205,13 +209,14 @@ class CallRow(Row):
 
     task_id: str
     cycle: int
+    repeat: int = 1
     session: int = 0
-    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, session). Calls of an attempt cut
-    short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
+    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, repeat, session). Calls of an attempt
+    cut short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
     call_index: int
     """Position of the call within its task, counting retries."""
     retry: int = 1
-    """1 for the first try of a call, +1 per retry (a task attempt is (task_id, cycle, session), not this)."""
+    """1 for the first try of a call, +1 per retry (a task attempt is (task_id, cycle, repeat, session), not this)."""
     role: Role
     """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str
@@ -307,6 +312,9 @@ class RunLimits(BaseModel):
     max_tasks: int | None = None
     """Finished attempts (cancelled ones excluded) over all sessions."""
     max_cycles: int | None = None
+    repeats: int = 1
+    """Tries of each task per cycle (`--repeat K`), interleaved: the cycle is K passes over the suite in its shuffled
+    order."""
 
 
 class Session(BaseModel):
@@ -355,7 +363,7 @@ class RunInfo(BaseModel):
     sessions: list[Session] = Field(default_factory=list)
     """The resume history: one entry per start or resume."""
     in_flight: list[str] = Field(default_factory=list)
-    """`<task_id>/<cycle>` of the attempts running at the last heartbeat."""
+    """`soak.record.layout.attempt_name` of the attempts running at the last heartbeat."""
 
     @property
     def active_seconds(self) -> float:

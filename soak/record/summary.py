@@ -127,8 +127,8 @@ its conversation's prefix had been evicted (the system prompt and tools alone ma
 WATCHDOG_SHARE = 0.5
 """A longest silence above this share of the smallest watchdog is one slower turn (a longer history, a busier
 server, an evicted cache) from a cut stream."""
-CALL_KEY = ["task_id", "cycle", "session", "call_index", "role"]
-"""Which call a figure came from: its attempt (task_id, cycle, session), its position and its role."""
+CALL_KEY = ["task_id", "cycle", "repeat", "session", "call_index", "role"]
+"""Which call a figure came from: its attempt (task_id, cycle, repeat, session), its position and its role."""
 
 
 def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
@@ -139,7 +139,8 @@ def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
         return None
     row = calls.loc[values.idxmax()]
     return {"seconds": float(row[column]), "task_id": str(row["task_id"]), "cycle": int(row["cycle"]),
-            "session": int(row["session"]), "call_index": int(row["call_index"]), "role": str(row["role"])}
+            "repeat": int(row["repeat"]), "session": int(row["session"]), "call_index": int(row["call_index"]),
+            "role": str(row["role"])}
 
 
 def headroom(calls: pd.DataFrame, stale_budget: float | None, agent: str = "",
@@ -165,7 +166,8 @@ def later_turns(calls: pd.DataFrame) -> pd.Series:
     once, so the server could serve it from its prefix cache."""
     ordered = calls.sort_values(["call_index", "retry"], kind="stable")
     answered = (ordered["status"] == "ok").astype(int)
-    before = answered.groupby([ordered[key] for key in ("task_id", "cycle", "session", "role")]).cumsum() - answered
+    attempt_role = [ordered[key] for key in ("task_id", "cycle", "repeat", "session", "role")]
+    before = answered.groupby(attempt_role).cumsum() - answered
     return (before > 0).reindex(calls.index, fill_value=False)
 
 

@@ -80,7 +80,7 @@ def over_iteration(tasks: pd.DataFrame, k: float = 3.0) -> tuple[pd.DataFrame, f
     # A median of 0 (a night of instant infra errors) would flag every task that made a single call.
     threshold = k * max(frame["calls"].median(), 1.0)
     flagged = frame[frame["calls"] > threshold].sort_values("calls", ascending=False, kind="stable")
-    return flagged[["task_id", "cycle", "outcome", "calls", "orchestrator_calls", "coder_calls", "rounds",
+    return flagged[["task_id", "cycle", "repeat", "outcome", "calls", "orchestrator_calls", "coder_calls", "rounds",
                     "duration_s"]].reset_index(drop=True), threshold
 
 
@@ -115,7 +115,8 @@ def touched_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
     the files as a list (`files`)."""
     touched = tasks.assign(tests_touched=touched_column(tasks))
     touched = touched[touched["tests_touched"] != ""]
-    out = touched[["task_id", "cycle", "session", "outcome", "ended_at", "tests_touched"]].reset_index(drop=True)
+    out = touched[["task_id", "cycle", "repeat", "session", "outcome", "ended_at", "tests_touched"]]
+    out = out.reset_index(drop=True)
     out["files"] = [[name for name in text.split("; ") if name] for text in out["tests_touched"]]
     return out
 
@@ -125,7 +126,8 @@ def tampered_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
     rows = tasks[tasks["outcome"] == "tampered"]
     evidence = rows["error_tail"].fillna("").astype(str).str.strip()
     return pd.DataFrame({
-        "task_id": rows["task_id"], "cycle": rows["cycle"], "session": rows["session"], "ended_at": rows["ended_at"],
+        "task_id": rows["task_id"], "cycle": rows["cycle"], "repeat": rows["repeat"], "session": rows["session"],
+        "ended_at": rows["ended_at"],
         "error_kind": rows["error_kind"], "evidence": evidence.where(evidence != "", "(no evidence recorded)"),
     }).reset_index(drop=True)
 
@@ -135,7 +137,7 @@ def suspicious_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
     flagged = tasks.assign(suspicious=suspicious_column(tasks))
     flagged = flagged[flagged["suspicious"] != ""]
     flagged = flagged.assign(passed=flagged["outcome"] != "pass").sort_values(["passed", "ended_at"], kind="stable")
-    out = flagged[["task_id", "cycle", "session", "outcome", "ended_at", "suspicious"]].reset_index(drop=True)
+    out = flagged[["task_id", "cycle", "repeat", "session", "outcome", "ended_at", "suspicious"]].reset_index(drop=True)
     out["reasons"] = [[r for r in text.split("; ") if r] for text in out["suspicious"]]
     return out
 
@@ -168,7 +170,7 @@ def integrity_over_time(calls: pd.DataFrame, start: float, width: float) -> pd.D
 
 def mangled_examples(calls: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     mangled = calls[calls["integrity"].isin(MANGLED)]
-    return mangled.head(n)[["started_at", "task_id", "cycle", "session", "role", "integrity", "tool_names",
+    return mangled.head(n)[["started_at", "task_id", "cycle", "repeat", "session", "role", "integrity", "tool_names",
                             "finish_reason", "error"]].reset_index(drop=True)
 
 
@@ -177,7 +179,7 @@ def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     failed = tasks[(tasks["outcome"] != "pass") & (tasks["error_kind"] != "")]
     if failed.empty:
         return pd.DataFrame(columns=["error_kind", "count", "problems", "outcomes", "example_task", "example_cycle",
-                                     "example_tail"])
+                                     "example_repeat", "example_tail"])
     grouped = failed.groupby("error_kind")
     # The example: the first attempt of the kind that left a tail, else its first attempt.
     example = failed.assign(tailless=failed["error_tail"] == "").sort_values("tailless", kind="stable")
@@ -185,7 +187,8 @@ def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     out = pd.DataFrame({
         "count": grouped.size(), "problems": grouped["task_id"].nunique(),
         "outcomes": grouped["outcome"].agg(lambda s: ", ".join(sorted(set(s)))),
-        "example_task": example["task_id"], "example_cycle": example["cycle"], "example_tail": example["error_tail"],
+        "example_task": example["task_id"], "example_cycle": example["cycle"], "example_repeat": example["repeat"],
+        "example_tail": example["error_tail"],
     }).fillna({"example_tail": ""})
     return out.sort_values("count", ascending=False).head(n).reset_index()
 

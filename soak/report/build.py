@@ -89,17 +89,18 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     """The first mangled calls, each with the raw tool call from its task's transcript when one was kept (a call
     judged `missing` made none to show)."""
     examples = records(agg.mangled_examples(run.calls))
-    seen: dict[tuple[str, int, int], int] = {}
+    seen: dict[tuple[str, int, int, int], int] = {}
     for example in examples:
         example["raw"] = ""
         if example["integrity"] == "missing":
             continue
-        key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["session"] or 0))
+        key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["repeat"] or 1),
+               int(example["session"] or 0))
         try:
-            attempt = run.attempt(*key[:2], strict=False)
+            attempt = run.attempt(*key[:3], strict=False)
         except KeyError:  # calls of an attempt with no row (cut short by a crash), or of a superseded one
             continue
-        if attempt.row.session != key[2]:
+        if attempt.row.session != key[3]:
             continue
         raw = mangled_tool_calls(attempt.conversation)
         example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""
@@ -119,8 +120,8 @@ def judging_view(tasks: pd.DataFrame) -> dict[str, Any]:
             "suspicious_passes": len(passes), "touched": records(touched, TABLE_ROWS), "touched_total": len(touched)}
 
 
-CLAIM_COLUMNS = ["task_id", "cycle", "session", "outcome", "claim", "claim_source", "claimed_tests_pass", "claim_quote",
-                 "coder_claim", "canary"]
+CLAIM_COLUMNS = ["task_id", "cycle", "repeat", "session", "outcome", "claim", "claim_source", "claimed_tests_pass",
+                 "claim_quote", "coder_claim", "canary"]
 
 
 def claims_view(tasks: pd.DataFrame) -> dict[str, Any]:

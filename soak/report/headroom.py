@@ -55,7 +55,8 @@ def smallest_text(h: dict[str, Any]) -> str:
 
 
 def call_text(figure: dict[str, Any]) -> str:
-    return f"{figure['task_id']} cycle {figure['cycle']}, call {figure['call_index']}, {figure['role']}"
+    repeat = f" repeat {figure['repeat']}" if figure.get("repeat", 1) > 1 else ""
+    return f"{figure['task_id']} cycle {figure['cycle']}{repeat}, call {figure['call_index']}, {figure['role']}"
 
 
 def headroom_lines(h: dict[str, Any], prefills: dict[str, Any]) -> list[str]:

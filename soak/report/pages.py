@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from soak.record.layout import TRANSCRIPT
+from soak.record.layout import TRANSCRIPT, attempt_name
 from soak.record.read import RunRecord
 from soak.record.schema import CallRow, TaskRow
 from soak.report import charts, revision
@@ -34,7 +34,7 @@ class Site:
     pages: bool
     runs: list[str] = field(default_factory=list)
     """Folder name per run (position = the run's index in the report)."""
-    attempts: set[tuple[int, str, int]] = field(default_factory=set)
+    attempts: set[tuple[int, str, int, int]] = field(default_factory=set)
     problems: set[str] = field(default_factory=set)
 
     @classmethod
@@ -46,25 +46,26 @@ class Site:
         site = cls(pages=pages, runs=names)
         if pages:
             for index, run in enumerate(runs):
-                for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True):
-                    site.attempts.add((index, str(task_id), int(cycle)))
-                    site.problems.add(str(task_id))
+                for task_id, cycle, repeat in run.attempt_keys():
+                    site.attempts.add((index, task_id, cycle, repeat))
+                    site.problems.add(task_id)
         return site
 
-    def attempt(self, run: int, task_id: Any, cycle: Any) -> str:
+    def attempt(self, run: int, task_id: Any, cycle: Any, repeat: Any = 1) -> str:
         try:
-            key = (int(run), str(task_id), int(cycle))
+            key = (int(run), str(task_id), int(cycle), int(repeat))
         except (TypeError, ValueError):
             return ""
         if key not in self.attempts:
             return ""
-        return f"attempts/{self.runs[key[0]]}/{slug(key[1])}/{key[2]}.html"
+        return f"attempts/{self.runs[key[0]]}/{attempt_name(slug(key[1]), key[2], key[3])}.html"
 
     def problem(self, task_id: Any) -> str:
         return f"problems/{slug(str(task_id))}.html" if str(task_id) in self.problems else ""
 
-    def raw(self, run: int, task_id: str, cycle: int) -> str:
-        return f"raw/{self.runs[run]}/{slug(task_id)}/{cycle}/{TRANSCRIPT}"
+    def raw(self, run: int, task_id: str, cycle: int, repeat: int) -> str:
+        return f"raw/{self.runs[run]}/{attempt_name(slug(task_id), cycle, repeat)}/{TRANSCRIPT}"
+
 
 
 def ended_by(row: TaskRow, budgets: dict[str, Any], calls: int) -> str:
@@ -107,10 +108,12 @@ def timeline(calls: list[CallRow], start: float) -> dict[str, Any]:
     return {"bars": bars, "height": len(calls) * 14 + 8, "span": span}
 
 
-def attempt_context(run: RunRecord, index: int, task_id: str, cycle: int, site: Site,
+def attempt_context(run: RunRecord, index: int, key: tuple[str, int, int], site: Site,
                     out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what the attempt page shows, the attempt's summary for problem pages and the revision section)."""
-    attempt = run.attempt(task_id, cycle, strict=False)
+    """(what the attempt page shows, the attempt's summary for problem pages and the revision section) of the
+    attempt (task_id, cycle, repeat)."""
+    task_id, cycle, repeat = key
+    attempt = run.attempt(task_id, cycle, repeat, strict=False)
     row, calls, work = attempt.row, attempt.calls, attempt.layout
     rounds = read_rounds(attempt)
     agent = bool(row.agent)
@@ -118,15 +121,16 @@ def attempt_context(run: RunRecord, index: int, task_id: str, cycle: int, site: 
     for item in rounds:
         item.fed_back = transcript.fed_back.get(item.number + 1, "")
     model = row.coder_model or row.agent or row.orchestrator_model or "?"
-    href = site.attempt(index, task_id, cycle)
+    href = site.attempt(index, task_id, cycle, repeat)
     raw = ""
     if transcript.truncated and out is not None and site.pages:
-        raw = site.raw(index, task_id, cycle)
+        raw = site.raw(index, task_id, cycle, repeat)
         (out / raw).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(work.transcript, out / raw)
     n_calls = row.orchestrator_calls + row.coder_calls + row.agent_calls
     summary = {
-        "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "session": row.session,
+        "run": index, "run_id": run.run_id, "task_id": task_id, "cycle": cycle, "repeat": repeat,
+        "place": str(cycle) if repeat == 1 else f"{cycle} repeat {repeat}", "session": row.session,
         "outcome": row.outcome, "rounds": row.rounds, "calls": n_calls, "duration_s": row.duration_s,
         "model": str(model), "href": href, "error_kind": row.error_kind, "ended_at": row.ended_at,
         "per_round": [{"number": r.number, "counts": r.counts, "failing": r.failing} for r in rounds],
@@ -157,8 +161,8 @@ def attempts(runs: list[RunRecord], site: Site, env: jinja2.Environment, out: Pa
     found: list[list[dict[str, Any]]] = []
     for index, run in enumerate(runs):
         summaries = []
-        for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True):
-            page, summary = attempt_context(run, index, str(task_id), int(cycle), site, out)
+        for key in run.attempt_keys():
+            page, summary = attempt_context(run, index, key, site, out)
             summaries.append(summary)
             if template is not None and out is not None and summary["href"]:
                 html = template.render(root="../../../", run_id=run.run_id, generated_at=generated_at, **page)

@@ -107,8 +107,10 @@ def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
         stats = RunStats(info)
         folder.listeners.append(stats)
         runner = Runner(folder, info, config, make_tasks(2), task_fn, readiness=Never())
-        stats.in_flight = lambda: [Current(f.task_id, f.cycle, f.started_at, f.round, f.role, f.context.totals.calls)
-                                   for f in runner.in_flight.values()]
+        stats.in_flight = lambda: [
+            Current(f.task_id, f.cycle, f.repeat, f.started_at, f.round, f.role, f.context.totals.calls)
+            for f in runner.in_flight.values()
+        ]
         job = asyncio.create_task(runner.run())
         await asyncio.wait_for(stepped.wait(), 10)
         console = Console(file=io.StringIO(), force_terminal=True, width=120, color_system=None)

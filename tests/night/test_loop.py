@@ -1,5 +1,6 @@
 import asyncio
 import io
+import json
 import os
 import random
 import signal
@@ -43,10 +44,13 @@ class FakeTasks:
         self.rng = random.Random(seed) if seed is not None else None
         self.hook = hook
         self.started: list[tuple[int, str, float]] = []
+        self.slots: list[tuple[int, int, str]] = []
+        """(cycle, repeat, task_id) of each attempt, as started."""
 
     async def __call__(self, task: TaskSpec, attempt: AttemptContext) -> TaskRow:
         started = time.time()
         self.started.append((attempt.cycle, task.id, started))
+        self.slots.append((attempt.cycle, attempt.repeat, task.id))
         n = len(self.started)
         if self.hook:
             self.hook(n)
@@ -63,9 +67,9 @@ class FakeTasks:
             raise ValueError("scripted harness bug")
         ended = time.time()
         return TaskRow(
-            run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, task_id=task.id, suite=task.suite,
-            started_at=started, ended_at=ended, duration_s=ended - started, outcome=outcome, orchestrator_calls=1,
-            coder_calls=self.calls - 1, completion_tokens=5 * self.calls,
+            run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, repeat=attempt.repeat, task_id=task.id,
+            suite=task.suite, started_at=started, ended_at=ended, duration_s=ended - started, outcome=outcome,
+            orchestrator_calls=1, coder_calls=self.calls - 1, completion_tokens=5 * self.calls,
         )
 
 
@@ -125,12 +129,12 @@ def events_of(folder: RunFolder) -> list[str]:
 
 def assert_calls_add_up(folder: RunFolder, orphans_allowed: bool = False) -> None:
     """Every task row's calls are in calls.csv under its attempt key; no call belongs to nobody (unless a crash)."""
-    calls = Counter((c.task_id, c.cycle, c.session) for c in calls_of(folder))
+    calls = Counter((c.task_id, c.cycle, c.repeat, c.session) for c in calls_of(folder))
     rows = tasks_of(folder)
-    keys = [(r.task_id, r.cycle, r.session) for r in rows]
+    keys = [(r.task_id, r.cycle, r.repeat, r.session) for r in rows]
     assert len(keys) == len(set(keys)), "an attempt was recorded twice"
     for row in rows:
-        assert calls[(row.task_id, row.cycle, row.session)] == row.orchestrator_calls + row.coder_calls, row
+        assert calls[(row.task_id, row.cycle, row.repeat, row.session)] == row.orchestrator_calls + row.coder_calls, row
     if not orphans_allowed:
         assert set(calls) <= set(keys)
 
@@ -171,12 +175,38 @@ def test_cycles_are_seeded_shuffles_of_the_whole_suite(tmp_path):
 def test_schedule_picks_up_a_cycle_where_it_stopped():
     tasks = make_tasks()
     order = Schedule(tasks, 3, RunLimits(), set()).order(2)
-    done = {(1, t) for t in TASK_IDS} | {(2, t) for t in order[:2]} | {(3, order[0])}
+    done = {(1, 1, t) for t in TASK_IDS} | {(2, 1, t) for t in order[:2]} | {(3, 1, order[0])}
     schedule = Schedule(tasks, 3, RunLimits(max_tasks=len(done) + 5), done)
     taken = [schedule.take() for _ in range(6)]
-    assert [(c, t.id) for c, t in taken[:4]] == [(2, t) for t in order[2:]]
-    assert taken[4][0] == 3 and taken[4][1].id != order[0]
+    assert [(c, r, t.id) for c, r, t in taken[:4]] == [(2, 1, t) for t in order[2:]]
+    assert taken[4][:2] == (3, 1) and taken[4][2].id != order[0]
     assert taken[5] is None and schedule.end_reason == "tasks"
+
+
+def test_repeats_run_each_task_k_times_per_cycle_one_pass_apart(tmp_path):
+    """`--repeat 3`: every task three times in each cycle, its tries exactly one pass over the suite apart (never back
+    to back), each cycle in its own order, every call under its own attempt; a resume picks up the repeats not run."""
+    folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=2, repeats=3), concurrency=1)
+    fake = FakeTasks(calls=2)
+    end, _ = run(folder, info, config, fake)
+    assert end.reason == "cycles"
+    rows = tasks_of(folder)
+    assert len(rows) == 2 * 3 * len(TASK_IDS)
+    assert Counter((r.task_id, r.cycle) for r in rows) == {(t, c): 3 for t in TASK_IDS for c in (1, 2)}
+    assert {(r.task_id, r.cycle, r.repeat) for r in rows} == {(t, c, k) for t in TASK_IDS for c in (1, 2)
+                                                               for k in (1, 2, 3)}
+    assert_calls_add_up(folder)
+    n = len(TASK_IDS)
+    for position, (cycle, repeat, task_id) in enumerate(fake.slots):
+        assert fake.slots.index((cycle, 1, task_id)) == position - (repeat - 1) * n
+    assert [t for _, _, t in fake.slots[:n]] != [t for _, _, t in fake.slots[3 * n:4 * n]]
+    assert {p.name for p in (folder.path / "work" / TASK_IDS[0]).iterdir()} == {"1", "1-2", "1-3", "2", "2-2", "2-3"}
+
+    order = Schedule(make_tasks(), config.seed, RunLimits(), set()).order(1)
+    done = {(1, 1, t) for t in TASK_IDS} | {(1, 2, order[0])}
+    schedule = Schedule(make_tasks(), config.seed, RunLimits(max_cycles=1, repeats=3), done)
+    left = [(c, r, t.id) for c, r, t in iter(schedule.take, None)]
+    assert left == [(1, 2, t) for t in order[1:]] + [(1, 3, t) for t in order]
 
 
 def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
@@ -632,6 +662,7 @@ def test_no_api_key_reaches_any_file(tmp_path, monkeypatch):
     (["--hours", "1", "--tasks", "3"], "one of --hours"),
     (["--minutes", "-1"], "positive"),
     (["--concurrency", "0"], "at least 1"),
+    (["--repeat", "0"], "--repeat must be from 1 to 100"),
     (["--base-url", "http://127.0.0.1:9/v1"], "go together"),
     (["--resume", "nope"], "no run 'nope'"),
     (["--run-id", "../escape", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "run id"),
@@ -651,6 +682,8 @@ def test_resume_refuses_config_flags_and_a_second_start_of_the_same_id(tmp_path,
     folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=1), run_id="r")
     result = invoke("run", "--resume", "r", "--concurrency", "3")
     assert result.exit_code == 2 and "--concurrency" in result.output
+    result = invoke("run", "--resume", "r", "--repeat", "3")
+    assert result.exit_code == 2 and "--repeat" in result.output
     result = invoke("run", "--run-id", "r", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--suite",
                     write_bank(tmp_path / "bank", 1))
     assert result.exit_code == 2 and "--resume r" in result.output
@@ -853,3 +886,46 @@ def test_retry_on_the_sim_reruns_infra_errors_and_every_aggregate_counts_the_new
     assert (comparison.a.passes, comparison.a.attempts) == (2, 2)
     _, routed_table, _ = route_runs([str(folder)], RouteRules())
     assert (routed_table["attempts"] == 1).all() and (routed_table["infra_errors"] == 0).all()
+
+
+def test_repeat_3_on_the_sim_gives_each_task_three_tries_per_cycle_each_its_own_seed_and_pass_k(tmp_path, monkeypatch):
+    """A real `soak run --repeat 3` on `soak sim`: three rows per task in the cycle, one pass over the suite apart in
+    start order, each try's calls under it with a seed of its own; the report's pass^k goes to k = 3 and its pages
+    and the export name every try apart."""
+    from soak.sim.server import Scenario, SimServer
+
+    monkeypatch.setenv("SOAK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SOAK_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr("soak.agent.loop.judge_solution", reference_judge)  # the schedule is under test, not pytest
+    suite = write_bank(tmp_path / "bank", 3)
+    scenario = Scenario.model_validate({
+        "timing": {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 64},
+        "coder": {"p_correct": 0.5, "p_fix": 0.5},
+    })
+    with SimServer(scenario, suite=suite) as sim:
+        config = tmp_path / "soak.toml"
+        config.write_text(f'suite = "{suite}"\nconcurrency = 1\n[endpoints.default]\nbase_url = "{sim.base_url}"\n'
+                          'model = "soak-sim"\nseed = 5\n')
+        result = invoke("run", "--config", str(config), "--run-id", "night", "--repeat", "3", "--quiet")
+        assert result.exit_code == 0, result.output
+    folder = RunFolder(tmp_path / "data" / "night")
+    rows = sorted(tasks_of(folder), key=lambda r: r.started_at)
+    assert Counter((r.task_id, r.cycle) for r in rows) == {(f"add-{i}", 1): 3 for i in range(3)}
+    assert [r.repeat for r in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert [r.task_id for r in rows[:3]] * 3 == [r.task_id for r in rows]
+    assert_calls_add_up(folder)
+    first_seeds = {(c.task_id, c.repeat): c.seed for c in calls_of(folder) if c.call_index == 0}
+    assert len(first_seeds) == 9 and len(set(first_seeds.values())) == 9
+
+    result = invoke("report", "night", "--output", str(tmp_path / "report"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["repeats"]
+    assert (summary["tasks"], summary["min_tries"], [k["k"] for k in summary["k"]]) == (3, 3, [1, 2, 3])
+    pages = {p.relative_to(tmp_path / "report" / "attempts").as_posix()
+             for p in (tmp_path / "report" / "attempts").rglob("*.html")}
+    assert pages == {f"night/add-{i}/{name}.html" for i in range(3) for name in ("1", "1-2", "1-3")}
+    result = invoke("export", "night", "--out", str(tmp_path / "atif"))
+    assert result.exit_code == 0, result.output
+    index = json.loads((tmp_path / "atif" / "index.json").read_text())
+    assert sorted(t["path"] for t in index["trajectories"]) == sorted(f"add-{i}/{name}.json" for i in range(3)
+                                                                      for name in ("1", "1-2", "1-3"))

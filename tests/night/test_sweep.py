@@ -18,6 +18,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 from soak.decisions.sweep import Standing, recommend
 from soak.night.sweep import plan_sweep
 from soak.record.read import load_run
+from soak.record.schema import RunLimits
 from soak.record.summary import wilson
 from soak.record.sweeps import GateRecord
 from soak.stack.servers import free_port
@@ -276,11 +277,13 @@ def test_the_readme_sweep_files_plan(tmp_path, data_dir):
     assert len(blocks) == 3
     (tmp_path / "soak.toml").write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:8000/v1"\n'
                                         'model = "qwen3-coder"\n')
-    planned = []
+    planned, limits = [], []
     for number, block in enumerate(blocks):
         (tmp_path / f"sweep{number}.toml").write_text(block)
         info, configs = plan_sweep(tmp_path / f"sweep{number}.toml", f"readme{number}")
         planned.append({entry.name: config for entry, config in zip(info.configurations, configs, strict=True)})
+        limits.append([entry.limits for entry in info.configurations])
+    assert limits[0] == [RunLimits(max_tasks=40, repeats=3)] * 2
     engines, spec, cache_ram = planned
     assert engines["llama-server"].endpoints["default"].base_url == "http://127.0.0.1:8080/v1"
     assert engines["vllm"].stack.servers[0].up.startswith("vllm serve")

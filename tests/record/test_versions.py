@@ -1,7 +1,7 @@
 """Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
 (tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`), version 4 (calls.csv without
 `requested_model`), version 5 (no rounds.csv: tests/record/test_rounds.py), version 6 (tasks.csv without
-`claim_reason`) and version 7 (calls.csv without `temperature`, `top_p` and `seed`). Report, route and compare read
+`claim_reason`) and version 7 (calls.csv without `temperature`, `top_p` and `seed`, no `repeat` column). Report, route and compare read
 them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
 
 import csv
@@ -74,9 +74,11 @@ def as_version_6(folder: RunFolder) -> None:
 
 
 def as_version_7(folder: RunFolder) -> None:
-    """What soak wrote before version 8: calls.csv without the sampling settings each call was sent with."""
-    for column in ("seed", "top_p", "temperature"):
+    """What soak wrote before version 8: calls.csv without the sampling settings each call was sent with, and no
+    CSV with the `repeat` of its attempts."""
+    for column in ("seed", "top_p", "temperature", "repeat"):
         without_column(folder, folder.layout.calls, column, CallRow, 7)
+    without_column(folder, folder.layout.tasks, "repeat", TaskRow, 7)
 
 
 def as_version_5(run: Path) -> None:
@@ -103,7 +105,8 @@ def v1(tmp_path, monkeypatch) -> RunFolder:
     folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=4), run_id="old")
     run(folder, info, config, FakeTasks(calls=3))
     as_version_1(folder)
-    assert folder.layout.calls.read_text().startswith("schema_version,run_id,task_id,cycle,session,call_index,attempt,")
+    header = "schema_version,run_id,task_id,cycle,repeat,session,call_index,attempt,"
+    assert folder.layout.calls.read_text().startswith(header)
     return folder
 
 
@@ -127,7 +130,7 @@ def test_report_route_and_compare_read_a_version_1_folder(v1, tmp_path):
 def test_a_resume_appends_to_a_version_1_folder_whose_columns_differ_only_by_a_new_name(v1):
     folder, info, config, tasks = reopen_run(RunOptions(resume="old", tasks=2))
     run(folder, info, config, FakeTasks(calls=3), tasks=tasks)
-    assert folder.layout.calls.read_text().splitlines()[0].split(",")[6] == "attempt"  # the header stays as written
+    assert folder.layout.calls.read_text().splitlines()[0].split(",")[7] == "attempt"  # the header stays as written
     calls = list(read_rows(folder.layout.calls, CallRow))
     assert len(calls) == 18 and {c.retry for c in calls} == {1}
     assert [c.schema_version for c in calls] == [1] * 12 + [SCHEMA_VERSION] * 6
@@ -203,8 +206,10 @@ def test_a_version_6_folder_is_read_without_claim_reason_and_refused_by_a_resume
 def test_a_version_7_folder_is_read_without_sampling_settings_and_refused_by_a_resume(tmp_path, monkeypatch):
     folder = older_folder(tmp_path, monkeypatch, 7, as_version_7)
     header = folder.layout.calls.read_text().splitlines()[0].split(",")
-    assert not {"temperature", "top_p", "seed"} & set(header) and "max_tokens" in header
+    assert not {"temperature", "top_p", "seed", "repeat"} & set(header) and "max_tokens" in header
+    assert "repeat" not in folder.layout.tasks.read_text().splitlines()[0].split(",")
     record = load_run(folder.path)
     assert len(record.calls) == 2 and record.calls[["temperature", "top_p", "seed"]].isna().all().all()
+    assert list(record.tasks["repeat"]) == list(record.calls["repeat"]) == [1, 1]
     assert [(c.temperature, c.seed) for c in read_rows(folder.layout.calls, CallRow)] == [(None, None)] * 2
     assert_reported_routed_and_refused(tmp_path, folder, 7)
