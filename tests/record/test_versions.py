@@ -1,8 +1,8 @@
 """Run folders of older schema versions: version 1 (calls.csv said `attempt` where version 2 says `retry`), version 2
 (tasks.csv without `tests_touched`), version 3 (calls.csv without `max_gap_s`), version 4 (calls.csv without
 `requested_model`), version 5 (no rounds.csv: tests/record/test_rounds.py), version 6 (tasks.csv without
-`claim_reason`) and version 7 (calls.csv without `temperature`, `top_p` and `seed`, no `repeat` column). Report, route and compare read
-them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
+`claim_reason`) and version 7 (calls.csv without `temperature`, `top_p` and `seed`, no `repeat` column). Report,
+route and compare read them; a resume appends when the columns allow, else refuses in one line and changes nothing."""
 
 import csv
 import json
