@@ -73,7 +73,7 @@ def test_re_prefilled_turns_are_unknown_when_the_server_never_reported_cached_to
 def test_the_longest_waits_stand_beside_the_agents_watchdog_and_the_stale_budget(tmp_path):
     summary, page = report(tmp_path, conversation(), host={"agent_name": "hermes", "agent_stale_seconds": 180})
     headroom = summary["headroom"]
-    assert headroom["first_byte"] == {"seconds": 142.0, **OTHER, "session": 0, "call_index": 1,
+    assert headroom["first_byte"] == {"seconds": 142.0, **OTHER, "repeat": 1, "session": 0, "call_index": 1,
                                       "role": "orchestrator", "share": pytest.approx(142 / 180), "tight": True}
     assert (headroom["gap"]["seconds"], headroom["gap"]["call_index"], headroom["gap"]["tight"]) == (31.5, 5, False)
     assert (headroom["stale_budget"], headroom["agent"], headroom["agent_watchdog"]) == (360, "hermes", 180)
