@@ -52,6 +52,9 @@ class Endpoint(Strict):
     """Retries of one call after connection errors, 5xx, stalls and truncated streams."""
     retry_backoff_seconds: float = 1.0
     """First backoff between retries; doubles each time."""
+    energy_metrics_url: str | None = None
+    """The Prometheus exporter of the host this endpoint runs on (NVIDIA's DCGM exporter, node_exporter), read for
+    its GPU and CPU energy: where the server is when soak runs on another machine."""
 
 
 class Roles(Strict):
@@ -211,6 +214,17 @@ class Gates(Strict):
         return ramp
 
 
+class Cost(Strict):
+    """The user's prices, for money per solved task (soak.decisions.energy); nothing is priced without them."""
+
+    kwh_price: float | None = Field(default=None, ge=0)
+    """The price of a kilowatt-hour, for the energy measured."""
+    hardware_per_hour: float | None = Field(default=None, ge=0)
+    """The hardware's cost per hour of the night, amortised (or a rented box's hourly price)."""
+    currency: str = ""
+    """Shown beside the figures, e.g. "EUR"."""
+
+
 class SoakConfig(Strict):
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
@@ -232,6 +246,8 @@ class SoakConfig(Strict):
     agent: Agent = Field(default_factory=Agent)
     stack: Stack = Field(default_factory=Stack)
     sampling: Sampling = Field(default_factory=Sampling)
+    cost: Cost = Field(default_factory=Cost)
+    """`[cost]`: prices for money per solved task."""
     error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
     gates: Gates = Field(default_factory=Gates)
 

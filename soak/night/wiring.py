@@ -160,6 +160,7 @@ def sigterm_interrupts() -> Iterator[None]:
 
 async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec],
                   options: SessionOptions) -> RunEnd:
+    from soak.stack.energy import ExporterSource
     from soak.stack.servers import StackSupervisor, metrics_url, root_url
     from soak.stack.telemetry import Monitor, ServerMetricsSource, default_samplers
 
@@ -200,7 +201,9 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         ]
         sources = [ServerMetricsSource(name, url, lambda text: folder.event("note", text, "monitor"))
                    for name, url in dict(metered).items() if url]
-        samplers = default_samplers(supervisor.pids if supervisor else dict, sources)
+        exporters = {url: ExporterSource(name, url) for name, e in config.endpoints.items()
+                     if (url := e.energy_metrics_url)}
+        samplers = default_samplers(supervisor.pids if supervisor else dict, sources, list(exporters.values()))
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
         if task_fn is None and config.mode == "agent":

@@ -141,6 +141,16 @@ class PrefixCache:
         return hits
 
 
+def dcgm_text(power: float, energy_joules: float) -> str:
+    """One GPU as NVIDIA's DCGM exporter shows it: power in W, the energy counter in mJ."""
+    labels = 'gpu="0",UUID="GPU-soak-sim-0",device="nvidia0",modelName="soak sim",Hostname="soak-sim"'
+    return (f"# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+            f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {power:.3f}\n"
+            "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in mJ).\n"
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+            f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {round(energy_joules * 1000)}\n")
+
+
 class RequestLog:
     """Thread-safe ground truth, written by the server's event loop and read by tests and /metrics; `elapsed` is the
     server's clock (seconds since it started), for the scenario's `[drift]`."""
@@ -154,6 +164,22 @@ class RequestLog:
         self.prompt_seconds = self.decode_seconds = 0.0
         self.n_tokens_max = 0
         self.since_scrape = [0, 0.0, 0, 0.0]  # prompt tokens, prompt s, predicted tokens, predicted s
+        self.energy_joules = 0.0
+        self.energy_at = 0.0
+        """The `[power]` exporter's counter, integrated up to `energy_at` on the server's clock."""
+
+    def metered(self) -> float:
+        """The energy counter now: the power since the last change added (call before `running` changes)."""
+        power, now = self.scenario.power, self.elapsed()
+        watts = power.idle_watts + (power.busy_watts if self.running else 0.0)
+        self.energy_joules += watts * max(0.0, now - self.energy_at)
+        self.energy_at = now
+        return self.energy_joules
+
+    def run_one(self, step: int) -> None:
+        """A request starts (+1) or stops (-1) decoding."""
+        self.metered()
+        self.running += step
 
     def count(self, table: dict, key: str) -> None:
         table[key] = table.get(key, 0) + 1

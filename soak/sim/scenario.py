@@ -188,6 +188,18 @@ class Drift(Strict):
         return self.rss_bytes + self.rss_growth_bytes_per_s * max(0.0, elapsed - self.rss_from_s)
 
 
+class Power(Strict):
+    """A GPU exporter in the style of NVIDIA's DCGM exporter, served at /dcgm/metrics: the power of one GPU
+    (`DCGM_FI_DEV_POWER_USAGE`, W) and its energy counter (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, mJ), the power
+    `idle_watts` plus `busy_watts` while a request is being decoded, integrated exactly between the changes."""
+
+    idle_watts: float = Field(default=0.0, ge=0)
+    """0 = no exporter (404)."""
+    busy_watts: float = Field(default=0.0, ge=0)
+    dark_from_s: float | None = Field(default=None, ge=0)
+    """From this time (seconds since the sim started) the exporter answers 503: a source that goes dark."""
+
+
 class Fault(Strict):
     kind: FaultKind
     rate: float = Field(default=0.0, ge=0, le=1)
@@ -240,6 +252,7 @@ class Scenario(Strict):
     spec_decode: SpecDecode = Field(default_factory=SpecDecode)
     chat: Chat = Field(default_factory=Chat)
     drift: Drift = Field(default_factory=Drift)
+    power: Power = Field(default_factory=Power)
     faults: list[Fault] = Field(default_factory=list)
 
 

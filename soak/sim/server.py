@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from soak.errors import BadInput
-from soak.sim.metrics import PrefixCache, RequestLog, RequestRecord, SimStats, registry_for
+from soak.sim.metrics import PrefixCache, RequestLog, RequestRecord, SimStats, dcgm_text, registry_for
 from soak.sim.reply import Planner, draw, prompt_tokens, role_of
 from soak.sim.scenario import PROBE_FAULTS, Fault, Scenario, load_scenario
 from soak.sim.wire import Abort, ChatResponse, Exchange
@@ -124,6 +124,8 @@ class SimServer:
                   Route("/sim/stats", self.stats_json)]
         if engine != "llama-cpp-python":
             routes += [Route("/health", self.health), Route("/v1/health", self.health), Route("/metrics", self.metrics)]
+        if scenario.power.idle_watts or scenario.power.busy_watts:
+            routes.append(Route("/dcgm/metrics", self.dcgm))
         if engine == "llama-server":
             routes += [Route("/props", self.props), Route("/slots", self.slot_states)]
         else:  # FastAPI servers describe themselves; llama-server does not
@@ -273,13 +275,13 @@ class SimServer:
                 await self._slots.acquire()
             finally:
                 recorder.waiting -= 1
-        recorder.running += 1
+        recorder.run_one(+1)
         recorder.stats.most_running = max(recorder.stats.most_running, recorder.running)
         recorder.kv_blocks += blocks
         try:
             yield
         finally:
-            recorder.running -= 1
+            recorder.run_one(-1)
             recorder.kv_blocks -= blocks
             if limit and self._slots:
                 self._slots.release()
@@ -316,6 +318,16 @@ class SimServer:
         await self.probe("/metrics")
         headers = {"Process-Start-Time-Unix": str(int(self.started_at))} if self.engine == "llama-server" else None
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST, headers=headers)
+
+    async def dcgm(self, request: Request) -> Response:
+        """The `[power]` exporter; 503 once it has gone dark."""
+        power = self.scenario.power
+        if power.dark_from_s is not None and self.elapsed() >= power.dark_from_s:
+            return Response("exporter gone dark", status_code=503)
+        recorder = self.recorder
+        energy = recorder.metered()
+        watts = power.idle_watts + (power.busy_watts if recorder.running else 0.0)
+        return Response(dcgm_text(watts, energy), media_type=CONTENT_TYPE_LATEST)
 
     async def models(self, request: Request) -> Response:
         if self.serialized:

@@ -15,9 +15,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from soak.record.schema import SampleRow
-
-Reading = tuple[str, str, float | None, str]
-"""(source, metric, value, labels)"""
+from soak.stack.energy import ExporterSource, Reading, nvml_gpus, rapl_packages
 
 KEPT_SERVER_METRICS = {
     "vllm:num_requests_running",
@@ -189,16 +187,24 @@ class ServerMetricsSource:
 
 
 def default_samplers(
-    server_pids: Callable[[], dict[str, int]], metrics: list[ServerMetricsSource]
+    server_pids: Callable[[], dict[str, int]], metrics: list[ServerMetricsSource],
+    exporters: list[ExporterSource],
 ) -> list[Sampler]:
+    """Host and processes always; the GPUs through NVML (nvidia-smi where NVML cannot load), the CPU packages' RAPL
+    counters where readable, each server's /metrics and each endpoint's energy exporter."""
     trees = ProcessTrees()
     samplers = [
         Sampler("host", sample_host),
         Sampler("processes", lambda: sample_processes(trees, server_pids)),
     ]
-    if shutil.which("nvidia-smi"):
+    if (gpus := nvml_gpus()) is not None:
+        samplers.append(Sampler("gpu", gpus.read))
+    elif shutil.which("nvidia-smi"):
         samplers.append(Sampler("gpu", sample_gpu))
+    if (packages := rapl_packages()) is not None:
+        samplers.append(Sampler("cpu", packages.read))
     samplers += [Sampler(f"server:{m.name}", m.read, is_async=True) for m in metrics]
+    samplers += [Sampler(e.source, e.read, is_async=True) for e in exporters]
     return samplers
 
 

@@ -81,7 +81,7 @@ def test_failing_sampler_does_not_blank_the_others():
     def broken():
         raise RuntimeError("nvidia-smi fell over")
 
-    samplers = [Sampler("gpu", broken), *default_samplers(lambda: {}, [])]
+    samplers = [Sampler("gpu", broken), *default_samplers(lambda: {}, [], [])]
     asyncio.run(Monitor("run", samplers, rows.append, interval=1).sample_once())
     errors = [r for r in rows if r.error]
     assert len(errors) == 1 and errors[0].source == "gpu" and "fell over" in errors[0].error
