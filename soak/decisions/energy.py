@@ -171,6 +171,21 @@ def night_energy(samples: pd.DataFrame, tasks: pd.DataFrame, calls: pd.DataFrame
     return figures
 
 
+def timeline(samples: pd.DataFrame, start: float, end: float, bins: int = 200) -> dict[str, pd.DataFrame]:
+    """Each meter's power over the night (its devices summed), as (at, value) in watts over `bins` even stretches:
+    what the report draws."""
+    edges = np.linspace(start, end, bins + 1)
+    width = (end - start) / bins if end > start else 1.0
+    lines = {}
+    for meter in meters(samples, start, end):
+        middle = (meter.starts + meter.ends) / 2
+        where = np.clip(np.searchsorted(edges, middle, side="right") - 1, 0, bins - 1)
+        joules = np.bincount(where, weights=meter.joules, minlength=bins)
+        seen = np.bincount(where, minlength=bins) > 0
+        lines[meter.name] = pd.DataFrame({"at": (edges[:-1] + width / 2)[seen], "value": joules[seen] / width})
+    return lines
+
+
 def said(figures: dict[str, Any]) -> str:
     """The headline's line: "2.41 kWh (mean 301 W), 58.2 kJ per solved task (idle 12 %), 1.8 tokens/J"."""
     if not figures["measured"]:

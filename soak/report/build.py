@@ -4,7 +4,8 @@ from typing import Any
 
 import pandas as pd
 
-from soak.decisions import course, repeats
+from soak.config import Cost
+from soak.decisions import course, energy, repeats
 from soak.decisions.sweep import Recommendation, Standing
 from soak.record import series
 from soak.record.read import RunRecord, time_span
@@ -157,6 +158,17 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
     }
 
 
+def energy_view(run: RunRecord, head: dict[str, Any], start: float, end: float, clock: charts.Clock) -> dict[str, Any]:
+    """What a solved task costs: the figures into the headline (and so summary.json), the power timeline and the
+    sources for the page. A run.json without `[cost]` (an older soak's) prices nothing."""
+    cost = Cost.model_validate(run.config.get("cost") or {})
+    head["energy"] = agg.jsonable(energy.night_energy(run.samples, run.tasks, run.calls, start, end, cost))
+    head["verdicts"].append(f"energy: {head['energy']['said']}")
+    lines = energy.timeline(run.samples, start, end)
+    return {"chart": charts.chart(charts.plot_lines, lines, clock, "Power", "W", 1.0, agg.stack_events(run.events),
+                                  size=(9, 3)) if lines else ""}
+
+
 def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     """Everything the template shows for one run."""
     start, end = time_span(run)
@@ -168,6 +180,7 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
     return {
         "run_id": run.run_id, "path": str(run.path), "notes": run.notes, "headline": head,
         "course": course_view(run, head, start, end, clock),
+        "energy": energy_view(run, head, start, end, clock),
         "outcomes": records(agg.outcome_counts(tasks)), "colours": charts.OUTCOME_COLOURS,
         "memory": records(series.memory_trend(run.samples)),
         "durations": {

@@ -133,7 +133,8 @@ def parse_exporter(text: str) -> list[tuple[str, float, str]]:
     found = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            kept = EXPORTER_SERIES.get(sample.name) or EXPORTER_SERIES.get(f"{sample.name}_total")
+            # The parser names a counter's sample `<name>_total` even where the exporter (DCGM's) wrote none.
+            kept = EXPORTER_SERIES.get(sample.name) or EXPORTER_SERIES.get(sample.name.removesuffix("_total"))
             if kept is None:
                 continue
             metric, device, factor = kept
