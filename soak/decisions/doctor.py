@@ -23,6 +23,7 @@ from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
 from soak.sandbox.visible import allow_listed, described
 from soak.stack.cache_settings import CacheSettings, LlamaServerCache, read_cache_settings
+from soak.stack.energy import ExporterSource, nvml_gpus, rapl_packages
 from soak.stack.servers import metrics_url_for
 from soak.stack.telemetry import fetch_server_metrics
 
@@ -123,6 +124,35 @@ async def metrics_engine(url: str | None) -> Finding:
     engine = ", ".join(prefixes) or "unknown names"
     return Finding("/metrics", f"{len(series)} series ({engine})", bool(prefixes),
                    "" if prefixes else "no vLLM or llama.cpp series found: samples will miss server metrics")
+
+
+async def energy_source(endpoint: Endpoint) -> Finding:
+    """Where this endpoint's energy would be read: the exporter of its host when `energy_metrics_url` names one, else
+    this host's NVML and RAPL (the server's own only when it runs here), else nowhere."""
+    if endpoint.energy_metrics_url:
+        try:
+            readings = await ExporterSource("doctor", endpoint.energy_metrics_url).read()
+        except httpx2.HTTPError as error:
+            return Finding("energy", f"exporter unreachable ({type(error).__name__})", False,
+                           f"check energy_metrics_url ({endpoint.energy_metrics_url})")
+        devices = Counter(metric for _, metric, _, _ in readings if metric.endswith("_energy_joules"))
+        powered = {labels for _, metric, _, labels in readings if metric == "gpu_power_watts"}
+        found = [f"{n} GPU energy counters" for m, n in devices.items() if m.startswith("gpu")]
+        found += [f"{n} CPU package counters" for m, n in devices.items() if m.startswith("cpu")]
+        if not devices and powered:
+            found.append(f"{len(powered)} GPU power gauges (integrated)")
+        if not found:
+            return Finding("energy", "exporter has no DCGM or RAPL series", False,
+                           "serve NVIDIA's DCGM exporter or node_exporter's powercap collector at energy_metrics_url")
+        return Finding("energy", f"the server host's exporter: {', '.join(found)}")
+    gpus, packages = await asyncio.to_thread(nvml_gpus), await asyncio.to_thread(rapl_packages)
+    here = ([f"NVML ({len(gpus.handles)} GPUs)"] if gpus else []) + (
+        [f"RAPL ({len(packages.zones)} CPU packages)"] if packages else [])
+    if not here:
+        return Finding("energy", "not measured", True, "no NVML or readable RAPL here: name the server host's "
+                       "exporter (energy_metrics_url) for joules per solved task")
+    return Finding("energy", f"this host: {', '.join(here)}", True,
+                   "" if gpus else "the GPUs are not measured: name the server host's exporter (energy_metrics_url)")
 
 
 def cache_finding(twin: GateResult) -> Finding:
@@ -234,6 +264,7 @@ async def diagnose(name: str, endpoint: Endpoint, roles: list[str], config: Soak
             findings.append(Finding("reasoning", "field present" if thinking.reasoning else "none seen"))
         url = metrics_url_for(config.stack, endpoint.base_url)
         findings.append(await metrics_engine(url))
+        findings.append(await energy_source(endpoint))
         try:
             settings = await read_cache_settings(endpoint.base_url, config.stack, url)
         except httpx2.HTTPError as error:

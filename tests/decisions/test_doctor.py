@@ -15,7 +15,7 @@ from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
 from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
-from soak.sim.scenario import Cache, Fault, Reasoning
+from soak.sim.scenario import Cache, Fault, Power, Reasoning
 from soak.stack.cache_settings import (
     LlamaServerCache,
     VllmCache,
@@ -266,3 +266,23 @@ def test_sessions_are_planned_per_role_of_the_mode_and_as_long_as_the_budget_or_
     assert session_tokens(split, endpoints["big"], 32768) == 32768
     assert session_tokens(split, endpoints["small"], 32768) == 24 * 256
     assert session_tokens(split, endpoints["small"], None) == 24 * 256
+
+
+def test_doctor_says_where_each_endpoints_energy_is_read(fast_sim):
+    """The server host's exporter when the endpoint names one (the sim's DCGM-style exporter), one that does not
+    answer, and one that serves no energy series."""
+    _, url = fast_sim(power=Power(idle_watts=90, busy_watts=300))
+    root = url.removesuffix("/v1")
+
+    def energy(exporter: str) -> tuple[str, bool, str, bool]:
+        config = with_cli_endpoint(SoakConfig(), url, "soak-sim")
+        [(name, endpoint)] = config.endpoints.items()
+        config.endpoints[name] = endpoint.model_copy(update={"energy_metrics_url": exporter})
+        (findings,) = asyncio.run(diagnose_all(config, tries=1)).values()
+        return next((f.result, f.ok, f.advice, f.critical) for f in findings if f.check == "energy")
+
+    assert energy(f"{root}/dcgm/metrics") == ("the server host's exporter: 1 GPU energy counters", True, "", False)
+    result, ok, advice, critical = energy(f"http://127.0.0.1:{free_port()}/metrics")
+    assert result.startswith("exporter unreachable") and not ok and "energy_metrics_url" in advice and not critical
+    result, ok, advice, _ = energy(f"{root}/metrics")  # the engine's own /metrics: no DCGM or RAPL series
+    assert result == "exporter has no DCGM or RAPL series" and not ok and "DCGM exporter" in advice
