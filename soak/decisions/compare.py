@@ -1,11 +1,12 @@
-"""`soak compare RUN_A RUN_B`: parity of two runs of the same suite (engine A vs B, night 1 vs 2), their pass^k and
-the course of each night."""
+"""`soak compare RUN_A RUN_B`: parity of two runs of the same suite (engine A vs B, night 1 vs 2), their pass^k,
+the course of each night and what a solved task cost each."""
 
 from dataclasses import dataclass
 
 import pandas as pd
 
-from soak.decisions import course, repeats
+from soak.config import Cost
+from soak.decisions import course, energy, repeats
 from soak.record.read import RunRecord, load_run, resolve_run_dir, time_span
 from soak.record.summary import problem_table, trust
 
@@ -27,6 +28,8 @@ class Side:
     held: bool | None
     """Whether the night held up (soak.decisions.course); None for a night too short to tell."""
     verdict: str
+    energy: dict
+    """soak.decisions.energy.night_energy: what a solved task cost."""
 
     @property
     def pass_rate(self) -> float:
@@ -36,7 +39,9 @@ class Side:
 def side(run: RunRecord, table: pd.DataFrame) -> Side:
     ok_calls = run.calls[run.calls["status"] == "ok"]
     figures = trust(run.tasks)
-    found = course.course(run.tasks, run.calls, run.samples, run.events, *time_span(run))
+    start, end = time_span(run)
+    found = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
+    cost = Cost.model_validate(run.config.get("cost") or {})
     return Side(
         run_id=run.run_id,
         passes=figures["pass"]["count"],
@@ -48,6 +53,7 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
         median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
         pass_hat_k={row["k"]: row["pass_hat_k"] for row in repeats.night(run.tasks)["k"]},
         held=found["held"], verdict=found["verdict"],
+        energy=energy.night_energy(run.samples, run.tasks, run.calls, start, end, cost),
     )
 
 
@@ -79,6 +85,13 @@ class Comparison:
         def rate(figure: dict) -> str:
             return f"{figure['count']}/{figure['of']} {figure['rate']:.0%}" if figure["of"] else "-"
 
+        def spent(label: str, key: str, scale: float, digits: int) -> str:
+            """A row of energy figures: '-' where a night measured none."""
+            values = [side.energy[key] for side in (a, b)]
+            shown = [f"{v * scale:.{digits}f}" if v is not None else "-" for v in values]
+            both = values[0] is not None and values[1] is not None
+            return f"{label:<22}{shown[0]:>20}{shown[1]:>20}{ratio(values[1], values[0]) if both else '':>10}"
+
         a, b = self.a, self.b
         rows = [
             f"{'':<22}{a.run_id:>20}{b.run_id:>20}{'B/A':>10}",
@@ -94,6 +107,12 @@ class Comparison:
             f"{'honest aborts':<22}{a.trust['honest_aborts']:>20}{b.trust['honest_aborts']:>20}",
             *(f"{f'pass^{k}':<22}{a.pass_hat_k[k]:>20.1%}{b.pass_hat_k[k]:>20.1%}"
               for k in sorted(a.pass_hat_k.keys() & b.pass_hat_k.keys())),
+            spent("kJ / solved task", "joules_per_pass", 1e-3, 2),
+            spent("energy (kWh)", "kwh", 1.0, 4),
+            spent("mean power (W)", "mean_watts", 1.0, 0),
+            spent("tokens / J", "tokens_per_joule", 1.0, 3),
+            *([spent(f"cost / solved task {priced['currency']}".rstrip(), "cost_per_pass", 1.0, 4)]
+              if (priced := a.energy["cost"] or b.energy["cost"]) else []),
             "",
             "course of the night:",
             f"  A: {a.verdict}",

@@ -93,3 +93,22 @@ def test_a_night_that_degraded_where_the_other_held_is_a_regression_at_equal_pas
     assert result.exit_code == 1, result.output
     assert f"  B: {comparison.b.verdict}" in result.output and "B: degraded from " in result.output
     assert "pass^1" in result.output and "; B degraded over its night)" in result.output
+
+
+def test_each_side_shows_what_a_solved_task_cost_and_a_night_measured_by_nothing_shows_a_dash(tmp_path):
+    """A's exporter counted 1.8 MJ over 4 passes, B's server host measured nothing: kJ per solved task for A, '-' for
+    B, no ratio; neither priced the night, so no cost row."""
+    from soak.record.schema import SampleRow
+
+    a = make_run(tmp_path, "metered", {"p1": ["pass", "pass"], "p2": ["pass", "pass"]}, 0.2, 50)
+    b = make_run(tmp_path, "dark", {"p1": ["pass", "pass"], "p2": ["pass", "pass"]}, 0.2, 50)
+    write_rows(tmp_path / "metered" / "samples.csv", SampleRow, [
+        SampleRow(run_id="metered", at=at, source="energy:default", metric="gpu_energy_joules", value=joules,
+                  labels="gpu=0") for at, joules in ((0.0, 5e6), (0.5, 5.9e6), (1.0, 6.8e6))])
+    comparison = compare_runs(a, b)
+    assert comparison.a.energy["joules_per_pass"] == pytest.approx(1.8e6 / 4)
+    assert comparison.b.energy["measured"] is False
+    lines = comparison.lines()
+    [row] = [line for line in lines if line.startswith("kJ / solved task")]
+    assert row.split() == ["kJ", "/", "solved", "task", "450.00", "-"]
+    assert not any(line.startswith("cost / solved task") for line in lines)
