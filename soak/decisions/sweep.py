@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from soak.decisions import course, repeats
+from soak.config import Cost
+from soak.decisions import course, energy, repeats
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run, time_span
@@ -57,6 +58,10 @@ class Standing:
     """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
     course: str = ""
     """The course's verdict line."""
+    solved_per_hour: float | None = None
+    """Passes of ordinary tasks per hour of its night."""
+    joules_per_pass: float | None = None
+    """The night's energy over those passes (soak.decisions.energy); None when not measured."""
 
     @property
     def pass_rate(self) -> float | None:
@@ -106,9 +111,26 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
     ok = calls[calls["status"] == "ok"]
     found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
     found.repeatability = {row["k"]: (row["pass_hat_k"], *row["interval"]) for row in repeats.night(run.tasks)["k"]}
-    night = course.course(run.tasks, run.calls, run.samples, run.events, *time_span(run))
+    start, end = time_span(run)
+    night = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
     found.held, found.course = night["held"], night["verdict"]
+    spent = energy.night_energy(run.samples, run.tasks, run.calls, start, end, Cost())
+    found.joules_per_pass = spent["joules_per_pass"]
+    found.solved_per_hour = spent["passes"] / ((end - start) / 3600) if end > start else None
     return found
+
+
+def cost_front(found: list[Standing]) -> set[str]:
+    """The configurations no other beats on both solved tasks per hour and joules per solved task (the Pareto
+    front), among those with both figures."""
+    points = {s.name: (s.solved_per_hour, s.joules_per_pass) for s in found
+              if s.solved_per_hour is not None and s.joules_per_pass is not None}
+
+    def beaten(rate: float, joules: float) -> bool:
+        return any(other_rate >= rate and other_joules <= joules and (other_rate, other_joules) != (rate, joules)
+                   for other_rate, other_joules in points.values())
+
+    return {name for name, (rate, joules) in points.items() if not beaten(rate, joules)}
 
 
 def sweep_runs(info: SweepInfo) -> dict[str, RunRecord]:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from soak.config import Cost
 from soak.decisions import course, energy, repeats
-from soak.decisions.sweep import Recommendation, Standing
+from soak.decisions.sweep import Recommendation, Standing, cost_front
 from soak.record import series
 from soak.record.read import RunRecord, time_span
 from soak.record.schema import HIT_COUNTERS
@@ -257,6 +257,7 @@ def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list
     configurations pass it."""
     by_id = {run.run_id: (index, run, view) for index, (run, view) in enumerate(zip(runs, views, strict=True))}
     rows, matrix = [], {}
+    front = cost_front(found)
     for s in found:
         index, run, view = by_id.get(s.run_id, (None, None, None))
         head = view["headline"] if view else {}
@@ -271,13 +272,16 @@ def sweep_view(found: list[Standing], recommendation: Recommendation, runs: list
             "spec": [agg.clean(a) for a in spec["acceptance"]], "restarts": head.get("restarts"),
             "memory_flat": head.get("memory_flat"), "chosen": s.name == recommendation.choice,
             "reason": recommendation.reasons.get(s.name, ""),
+            "solved_per_hour": s.solved_per_hour, "joules_per_pass": s.joules_per_pass, "front": s.name in front,
         })
         if run is not None:
             table = problem_table(run.tasks)
             matrix[s.name] = {str(task_id): (int(r.passes), int(r.model_attempts)) for task_id, r in table.iterrows()}
     names = list(matrix)
     problems = sorted({task_id for cells in matrix.values() for task_id in cells})
+    measured = any(row["joules_per_pass"] is not None for row in rows)
     return {"rows": rows, "choice": recommendation.choice, "why": recommendation.why, "names": names,
+            "cost_chart": charts.chart(charts.plot_cost_front, rows, size=(7, 4.5)) if measured else None,
             "problems": [{"task_id": t, "cells": [matrix[n].get(t) for n in names]} for t in problems[:TABLE_ROWS]],
             "problems_total": len(problems), **sessions_view(found)}
 

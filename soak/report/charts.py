@@ -314,3 +314,22 @@ def plot_repeat_strip(ax: Any, table: pd.DataFrame) -> None:
     ax.set_xticks(range(width), [str(n + 1) for n in range(width)], fontsize=7)
     ax.set(title=title, xlabel="try")
     ax.grid(False)
+
+
+def plot_cost_front(ax: Any, points: list[dict[str, Any]]) -> None:
+    """One point per configuration: solved tasks per hour against kJ per solved task; the Pareto front (none better
+    on both) joined and filled, the others hollow."""
+    title = "Solved tasks per hour against energy per solved task"
+    shown = [p for p in points if p["solved_per_hour"] is not None and p["joules_per_pass"] is not None]
+    if not shown:
+        return no_data(ax, title)
+    front = sorted((p for p in shown if p["front"]), key=lambda p: p["solved_per_hour"])
+    ax.plot([p["solved_per_hour"] for p in front], [p["joules_per_pass"] / 1000 for p in front], color=PASS_COLOUR,
+            linewidth=1, label="Pareto front")
+    for p in shown:
+        ax.scatter(p["solved_per_hour"], p["joules_per_pass"] / 1000, s=40, color=PASS_COLOUR,
+                   facecolors=PASS_COLOUR if p["front"] else "none")
+        ax.annotate(p["name"], (p["solved_per_hour"], p["joules_per_pass"] / 1000), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set(title=title, xlabel="solved tasks per hour (more is better)", ylabel="kJ per solved task (less is better)")
+    ax.legend(fontsize=7)

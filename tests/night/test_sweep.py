@@ -372,3 +372,21 @@ def test_a_configuration_that_gets_the_same_task_right_less_often_loses_on_pass_
     assert "pass^3 [95% CI]" in table and "90% [80%-97%]" in table
     once = done("once", passes=75, attempts=100, decode_tps=900.0, repeatability={1: (0.75, 0.65, 0.85)})
     assert recommend([once, steady]).choice == "once"  # tried once: nothing to say about repeats
+
+
+def test_the_cost_front_holds_the_configurations_no_other_beats_on_both_speed_and_energy_and_the_report_draws_it():
+    """solved tasks per hour against joules per solved task: `quick` and `frugal` each win on one, `worse` loses on
+    both to `quick`, `dark` measured no energy; the sweep's section draws the chart and marks the front."""
+    from soak.decisions.sweep import cost_front
+    from soak.report.build import sweep_view
+
+    found = [done("quick", passes=9, attempts=10, solved_per_hour=30.0, joules_per_pass=60_000.0),
+             done("frugal", passes=9, attempts=10, solved_per_hour=12.0, joules_per_pass=25_000.0),
+             done("worse", passes=9, attempts=10, solved_per_hour=20.0, joules_per_pass=70_000.0),
+             done("dark", passes=9, attempts=10, solved_per_hour=40.0)]
+    assert cost_front(found) == {"quick", "frugal"}
+    view = sweep_view(found, recommend(found), [], [])
+    assert {r["name"]: r["front"] for r in view["rows"]} == {"quick": True, "frugal": True, "worse": False,
+                                                            "dark": False}
+    assert view["cost_chart"].startswith("data:image/png;base64,")
+    assert sweep_view(found[3:], recommend(found[3:]), [], [])["cost_chart"] is None
