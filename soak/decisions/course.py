@@ -15,6 +15,7 @@ import pandas as pd
 import ruptures
 from scipy import stats
 
+from soak.decisions import energy
 from soak.record import series
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import wilson
@@ -81,7 +82,8 @@ def server_memory(samples: pd.DataFrame) -> pd.DataFrame:
 def windows(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     """One row per window: its offsets, attempts, passes and pass rate of ordinary tasks (Wilson interval), false
     successes, call timing (TTFT p50/p95, decode and prefill tok/s), mangled tool calls, timeouts, failed calls,
-    the share of prompt tokens served from cache, and the samplers' server RSS, GPU memory and KV-cache usage."""
+    the share of prompt tokens served from cache, the samplers' server RSS, GPU memory and KV-cache usage, and the
+    power and joules per solved task of the energy the night counts (soak.decisions.energy)."""
     width = window_width(max(end - start, 1.0))
     count = max(1, math.ceil((end - start) / width))
 
@@ -130,6 +132,14 @@ def windows(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, sta
     for name, readings in sampled.items():
         frame[name] = (frame["window"].map(readings.groupby(index(readings["at"]))["value"].mean()) if len(readings)
                        else None)
+    frame["watts"] = np.nan
+    for meter in energy.counted(energy.meters(samples, start, end)):
+        # Each meter's mean power over the part of the window its readings cover (a source gone dark covers less).
+        where = index(pd.Series((meter.starts + meter.ends) / 2)).to_numpy()
+        spent = pd.DataFrame({"joules": meter.joules, "seconds": meter.ends - meter.starts}).groupby(where).sum()
+        watts = frame["window"].map(spent["joules"] / spent["seconds"].where(spent["seconds"] > 0))
+        frame["watts"] = frame["watts"].add(watts, fill_value=0).where(frame["watts"].notna() | watts.notna())
+    frame["joules_per_pass"] = (frame["watts"] * width / frame["passes"]).where(frame["passes"] > 0)
     return frame.assign(width_s=width)
 
 

@@ -73,5 +73,8 @@ def test_energy_per_solved_task_is_the_exporters_counter_over_the_passes_and_a_d
     assert (exporter["counted"], exporter["method"], exporter["kind"]) == (True, "counter", "gpu")
     assert energy["cost_per_pass"] == pytest.approx(energy["joules_per_pass"] / 3.6e6 * 0.30)
     assert 0 <= energy["idle_share"] < 1
+    windows = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["course"]["windows"]
+    measured = [w for w in windows if w["watts"] is not None]
+    assert measured and all(IDLE_WATTS * 0.9 <= w["watts"] <= IDLE_WATTS + BUSY_WATTS for w in measured)
     html = (tmp_path / "report" / "index.html").read_text()
     assert "What a solved task costs" in html and "kJ per solved task" in html
