@@ -36,7 +36,9 @@ def rehearsal_config(run_dir: Path, concurrency: int | None, seed: int | None) -
     up = shlex.join([sys.executable, "-m", "soak.cli", "sim", "--port", str(port), "--scenario", SCENARIO,
                      "--seed", str(seed or 0), "--state", str(run_dir.resolve() / STATE_FILE)])
     return SoakConfig(
-        endpoints={"sim": Endpoint(base_url=base_url, model="soak-sim", max_tokens=8192)},  # every reference fits
+        # max_tokens: every reference fits; the sim's DCGM-style exporter gives the night its energy.
+        endpoints={"sim": Endpoint(base_url=base_url, model="soak-sim", max_tokens=8192,
+                                   energy_metrics_url=f"http://127.0.0.1:{port}/dcgm/metrics")},
         roles=Roles(orchestrator="sim", coder="sim"),
         suite="builtin", concurrency=concurrency or 2, seed=seed or 0,
         stack=Stack(servers=[Server(name="sim", up=f"exec {up}", base_url=base_url, start_timeout_seconds=60)],

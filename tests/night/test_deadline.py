@@ -160,6 +160,7 @@ def test_the_rehearsal_plans_soak_sim_as_a_supervised_server_for_both_roles(data
     assert f"--state {(data_dir / 'r' / 'sim-state.json').resolve()}" in server.up
     assert config.roles.orchestrator == config.roles.coder == "sim"
     assert config.endpoints["sim"].base_url == server.base_url
+    assert config.endpoints["sim"].energy_metrics_url == server.base_url.removesuffix("/v1") + "/dcgm/metrics"
     assert info.stack == {"rehearsal": True} and info.limits.max_cycles == 1 and len(tasks) >= 20
     refused = soak("run", "--rehearse", "--base-url", "http://x/v1", "--model", "m")
     assert refused.exit_code == 2 and "--rehearse" in refused.output
@@ -181,8 +182,11 @@ def test_the_rehearsal_shows_a_whole_night_then_its_report(data_dir, soak):
     assert calls["integrity"].isin(["mangled_name", "bad_json"]).any()
     kinds = list(pd.read_csv(run / "events.csv")["kind"])
     assert kinds.index("down") < kinds.index("restart") < kinds.index("up")
+    samples = pd.read_csv(run / "samples.csv")
+    assert (samples["source"] == "energy:sim").any()  # the sim's exporter, read beside the server's /metrics
     html = data_dir.parent / "reports" / "rehearsal"
     assert html.exists() and "rehearsal report:" in result.output
+    assert "kJ per solved task" in (html / "index.html").read_text()
     assert took < 240, took  # about two minutes on 2 cores
 
 
