@@ -246,11 +246,18 @@ SPAWN_SLEEPER = """
             os._exit(0)
         os.wait()
         for _ in range(200):
-            if any(MARKER.encode() in open(f"/proc/{{pid}}/cmdline", "rb").read()
-                   for pid in os.listdir("/proc") if pid.isdigit() and os.path.exists(f"/proc/{{pid}}/cmdline")):
+            if any(MARKER.encode() in cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()):
                 return
             time.sleep(0.01)
         raise RuntimeError("the sleeper did not start")
+
+    def cmdline(pid):
+        # A process may end between the listing and the read (other tests' processes come and go).
+        try:
+            with open(f"/proc/{{pid}}/cmdline", "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
 
     def double(x):
         return 2 * x
