@@ -187,7 +187,7 @@ class Recommendation:
         k = repeat_k([s for s in found if s.repeatability]) or 1
         header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{f'pass^{k} [95% CI]':<20}" \
                  f"{'mangled tool calls':<22}{'false success':<15}{'cheating':<12}{'decode tok/s':>13}{'TTFT s':>9}" \
-                 "  gates"
+                 f"{'kJ/solved':>11}  gates"
         rows = [header]
         for s in found:
             repeat = repeat_text(s, k) if k in s.repeatability else "-"
@@ -197,10 +197,13 @@ class Recommendation:
             gates = ", ".join(f"{'PASS' if g.passed else 'FAIL'} {gate_text(g)}" for g in s.gates) or "-"
             rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{repeat:<20}{mangled:<22}"
                         f"{s.honesty_text('false success'):<15}"
-                        f"{s.honesty_text('cheating'):<12}{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}  {gates}")
+                        f"{s.honesty_text('cheating'):<12}{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}"
+                        f"{_num(s.joules_per_pass and s.joules_per_pass / 1000, 1):>11}  {gates}")
         rows.append("")
         rows.append(f"recommendation: {self.choice}: {self.why}" if self.choice else f"no recommendation: {self.why}")
         rows += [f"  {name}: {reason}" for name, reason in self.reasons.items()]
+        if front := cost_front(found):
+            rows.append(f"cheapest per solved task for their speed (the Pareto front): {', '.join(sorted(front))}")
         return rows
 
 

@@ -390,3 +390,6 @@ def test_the_cost_front_holds_the_configurations_no_other_beats_on_both_speed_an
                                                             "dark": False}
     assert view["cost_chart"].startswith("data:image/png;base64,")
     assert sweep_view(found[3:], recommend(found[3:]), [], [])["cost_chart"] is None
+    lines = recommend(found).lines(found)
+    assert lines[0].split()[-2:] == ["kJ/solved", "gates"] and "60.0" in lines[1]
+    assert lines[-1] == "cheapest per solved task for their speed (the Pareto front): frugal, quick"
