@@ -168,11 +168,15 @@ class RequestLog:
         self.energy_at = 0.0
         """The `[power]` exporter's counter, integrated up to `energy_at` on the server's clock."""
 
+    def watts(self) -> float:
+        """The `[power]` exporter's power now: idle, plus busy while a request decodes."""
+        power = self.scenario.power
+        return power.idle_watts + (power.busy_watts if self.running else 0.0)
+
     def metered(self) -> float:
         """The energy counter now: the power since the last change added (call before `running` changes)."""
-        power, now = self.scenario.power, self.elapsed()
-        watts = power.idle_watts + (power.busy_watts if self.running else 0.0)
-        self.energy_joules += watts * max(0.0, now - self.energy_at)
+        now = self.elapsed()
+        self.energy_joules += self.watts() * max(0.0, now - self.energy_at)
         self.energy_at = now
         return self.energy_joules
 

@@ -194,7 +194,7 @@ class Power(Strict):
     `idle_watts` plus `busy_watts` while a request is being decoded, integrated exactly between the changes."""
 
     idle_watts: float = Field(default=0.0, ge=0)
-    """0 = no exporter (404)."""
+    """With `busy_watts`, both 0: no exporter (404)."""
     busy_watts: float = Field(default=0.0, ge=0)
     dark_from_s: float | None = Field(default=None, ge=0)
     """From this time (seconds since the sim started) the exporter answers 503: a source that goes dark."""

@@ -324,10 +324,8 @@ class SimServer:
         power = self.scenario.power
         if power.dark_from_s is not None and self.elapsed() >= power.dark_from_s:
             return Response("exporter gone dark", status_code=503)
-        recorder = self.recorder
-        energy = recorder.metered()
-        watts = power.idle_watts + (power.busy_watts if recorder.running else 0.0)
-        return Response(dcgm_text(watts, energy), media_type=CONTENT_TYPE_LATEST)
+        energy = self.recorder.metered()
+        return Response(dcgm_text(self.recorder.watts(), energy), media_type=CONTENT_TYPE_LATEST)
 
     async def models(self, request: Request) -> Response:
         if self.serialized:
