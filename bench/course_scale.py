@@ -1,7 +1,8 @@
 """The course of the night at scale: a synthetic 8 h run folder (written through the real CSV writers) of 10,000
 attempts and 100,000 calls with 5 s telemetry, loaded once (untimed); then timed, best of a few: the windows, the
 change points and trends and the verdict (soak.decisions.course), pass^k and flaky tasks (soak.decisions.repeats), the
-report's section with its charts, and for scale the whole one-file report that includes them, side by side in one run.
+report's section with its charts, what a solved task cost (soak.decisions.energy, from the GPU's energy counter),
+and for scale the whole one-file report that includes them, side by side in one run.
 
     .venv/bin/python bench/course_scale.py             # 10,000 attempts (the target: the analysis in <= 10 s)
     .venv/bin/python bench/course_scale.py --tasks 1000
@@ -18,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the synthetic run folders are test code
 
-from soak.decisions import course, repeats  # noqa: E402
+from soak.config import Cost  # noqa: E402
+from soak.decisions import course, energy, repeats  # noqa: E402
 from soak.record.read import load_run, time_span  # noqa: E402
 from soak.report import build, charts  # noqa: E402
 from soak.report.render import render_report  # noqa: E402
@@ -56,6 +58,7 @@ def main() -> None:
         analysis = best(analyse, args.repeat)
         windows = best(lambda: course.windows(run.tasks, run.calls, run.samples, start, end), args.repeat)
         pass_k = best(lambda: repeats.night(run.tasks), args.repeat)
+        spent = best(lambda: energy.night_energy(run.samples, run.tasks, run.calls, start, end, Cost()), args.repeat)
         clock = charts.Clock.for_span(start, end)
         section = best(lambda: build.course_view(run, {}, start, end, clock), args.repeat)
         report = best(lambda: render_report([folder], Path(tmp) / "report.html"), args.repeat)
@@ -63,7 +66,8 @@ def main() -> None:
           f"{len(found['windows'])} windows of {found['window_s']:g} s")
     print(f"{'step':<34}{'seconds':>9}")
     for name, seconds in (("course + repeats (the analysis)", analysis), ("  of which the windows", windows),
-                          ("  of which pass^k and flaky tasks", pass_k), ("the section, with its charts", section),
+                          ("  of which pass^k and flaky tasks", pass_k),
+                          ("energy per solved task (beside it)", spent), ("the section, with its charts", section),
                           ("whole report (for scale)", report)):
         print(f"{name:<34}{seconds:>9.2f}")
     print(f"analysis / report: {analysis / report:.2f}; target: analysis <= {TARGET_SECONDS:g} s: "

@@ -281,9 +281,11 @@ def write_work(work: AttemptLayout, problem: str, rounds: int, outcome: str, fin
 def synth_samples(
     run_id: str, engine: str, hours: float, step: float, restart_at: list[float], rng: random.Random
 ) -> Iterable[SampleRow]:
-    """Host, harness, GPU and server series every `step` seconds; server counters reset at each restart."""
+    """Host, harness, GPU (NVML's power and energy counter too) and server series every `step` seconds; server
+    counters reset at each restart."""
     source = f"server:{engine}"
     counters: dict[str, float] = {}
+    gpu_joules = 1e6
     total_mem, gpu_total = 64 * 2**30, 24 * 2**30
     ticks = int(hours * 3600 / step) + 1
     for k in range(ticks):
@@ -291,6 +293,8 @@ def synth_samples(
         if any(at - step < r <= at for r in restart_at):
             counters.clear()
         frac = k / max(ticks - 1, 1)
+        watts = 280 + rng.random() * 60
+        gpu_joules += watts * step
         gauges: list[tuple[str, str, float | None, str]] = [
             ("host", "mem_available_bytes", total_mem * 0.6 - frac * 150 * 2**20 + rng.gauss(0, 2**25), ""),
             ("host", "mem_total_bytes", total_mem, ""),
@@ -303,6 +307,8 @@ def synth_samples(
             ("gpu", "gpu_memory_used_bytes", gpu_total * 0.85, "gpu=0"),
             ("gpu", "gpu_memory_total_bytes", gpu_total, "gpu=0"),
             ("gpu", "gpu_utilization", 60 + rng.random() * 30, "gpu=0"),
+            ("gpu", "gpu_power_watts", watts, "gpu=0"),
+            ("gpu", "gpu_energy_joules", gpu_joules, "gpu=0"),
         ]
         increments: dict[str, float]
         if engine == "vllm":
