@@ -5,7 +5,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from soak.config import Cost
 from soak.decisions import course, energy, repeats
 from soak.record.read import RunRecord, load_run, resolve_run_dir, time_span
 from soak.record.summary import problem_table, trust
@@ -41,7 +40,6 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
     figures = trust(run.tasks)
     start, end = time_span(run)
     found = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
-    cost = Cost.model_validate(run.config.get("cost") or {})
     return Side(
         run_id=run.run_id,
         passes=figures["pass"]["count"],
@@ -53,7 +51,7 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
         median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
         pass_hat_k={row["k"]: row["pass_hat_k"] for row in repeats.night(run.tasks)["k"]},
         held=found["held"], verdict=found["verdict"],
-        energy=energy.night_energy(run.samples, run.tasks, run.calls, start, end, cost),
+        energy=energy.run_energy(run, start, end),
     )
 
 

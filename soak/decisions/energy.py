@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from soak.config import Cost
+from soak.record.read import RunRecord
 from soak.stack.energy import POWER_EVENTS, THERMAL_EVENTS
 
 KINDS = {"gpu": "GPU", "cpu": "CPU packages"}
@@ -184,6 +185,12 @@ def timeline(samples: pd.DataFrame, start: float, end: float, bins: int = 200) -
         seen = np.bincount(where, minlength=bins) > 0
         lines[meter.name] = pd.DataFrame({"at": (edges[:-1] + width / 2)[seen], "value": joules[seen] / width})
     return lines
+
+
+def run_energy(run: RunRecord, start: float, end: float) -> dict[str, Any]:
+    """`night_energy` of a run folder over its span, priced by its own `[cost]` (none in an older soak's run.json)."""
+    cost = Cost.model_validate(run.config.get("cost") or {})
+    return night_energy(run.samples, run.tasks, run.calls, start, end, cost)
 
 
 def said(figures: dict[str, Any]) -> str:

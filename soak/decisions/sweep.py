@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from soak.config import Cost
 from soak.decisions import course, energy, repeats
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
@@ -114,7 +113,7 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
     start, end = time_span(run)
     night = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
     found.held, found.course = night["held"], night["verdict"]
-    spent = energy.night_energy(run.samples, run.tasks, run.calls, start, end, Cost())
+    spent = energy.run_energy(run, start, end)
     found.joules_per_pass = spent["joules_per_pass"]
     found.solved_per_hour = spent["passes"] / ((end - start) / 3600) if end > start else None
     return found

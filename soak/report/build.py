@@ -4,7 +4,6 @@ from typing import Any
 
 import pandas as pd
 
-from soak.config import Cost
 from soak.decisions import course, energy, repeats
 from soak.decisions.sweep import Recommendation, Standing, cost_front
 from soak.record import series
@@ -160,9 +159,8 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
 
 def energy_view(run: RunRecord, head: dict[str, Any], start: float, end: float, clock: charts.Clock) -> dict[str, Any]:
     """What a solved task costs: the figures into the headline (and so summary.json), the power timeline and the
-    sources for the page. A run.json without `[cost]` (an older soak's) prices nothing."""
-    cost = Cost.model_validate(run.config.get("cost") or {})
-    head["energy"] = agg.jsonable(energy.night_energy(run.samples, run.tasks, run.calls, start, end, cost))
+    sources for the page."""
+    head["energy"] = agg.jsonable(energy.run_energy(run, start, end))
     head["verdicts"].append(f"energy: {head['energy']['said']}")
     lines = energy.timeline(run.samples, start, end)
     return {"chart": charts.chart(charts.plot_lines, lines, clock, "Power", "W", 1.0, agg.stack_events(run.events),
