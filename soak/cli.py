@@ -272,6 +272,10 @@ def try_(**flags: Any) -> None:
               help="routing.toml from `soak route`: per-task skip, escalate, cap or extend.")
 @click.option("--metrics-port", type=int, help="Serve the run's own Prometheus metrics on 127.0.0.1:PORT.")
 @click.option("--quiet", is_flag=True, help="One line per finished task instead of the live view (for logs).")
+@click.option("--cluster", metavar="ADDRESS",
+              help="Run each attempt as a task on this Ray cluster (HOST:PORT, or auto for the one started on this "
+                   "machine); the run folder stays here. Needs soak[cluster] on every node. Default: the config's "
+                   "[cluster] address, else this machine.")
 @click.option("--resume", "resume", metavar="RUN_ID",
               help="Continue a stopped or crashed run with its own config; --hours/--minutes/--tasks count from now.")
 @click.option("--retry", "retry", metavar="OUTCOMES", cls=StageHelp, stage_help="soak.night.plan:retry_help")

@@ -225,6 +225,22 @@ class Cost(Strict):
     """Shown beside the figures, e.g. "EUR"."""
 
 
+class Cluster(Strict):
+    """`[cluster]`: run each attempt as a Ray task on a cluster's nodes (soak.night.cluster); the loop, the budgets'
+    ledger and the run folder stay on this machine."""
+
+    address: str | None = None
+    """A Ray cluster's address (`HOST:6379`, `ray://HOST:10001`), or `auto` for the cluster started on this machine;
+    None: attempts run here."""
+    cpus_per_attempt: float = Field(default=1.0, gt=0)
+    """Cores an attempt declares to Ray: its agent and its jailed tests."""
+    memory_per_attempt_gb: float | None = Field(default=None, gt=0)
+    """Memory an attempt declares to Ray; None declares none."""
+    jail_resource: str = "soak_jail"
+    """A custom resource an attempt asks one unit of: offer it on a node (`ray start --resources
+    '{"soak_jail": N}'`) only where bubblewrap works, N attempts at once; "" asks for none."""
+
+
 class SoakConfig(Strict):
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
@@ -250,6 +266,8 @@ class SoakConfig(Strict):
     """`[cost]`: prices for money per solved task."""
     error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
     gates: Gates = Field(default_factory=Gates)
+    cluster: Cluster = Field(default_factory=Cluster)
+    """`[cluster]`: where attempts run when not on this machine."""
 
     @model_validator(mode="after")
     def _agent_named(self) -> "SoakConfig":

@@ -276,11 +276,13 @@ class AttemptContext:
     """The calls summed by the attempt's ledger: what the night's row of an attempt cut short counts."""
     repeat: int = 1
     """Which of its cycle's tries of the task this is (`--repeat`)."""
+    node: str = ""
+    """The cluster node the attempt runs on (TaskRow.node), "" on this machine."""
 
     def stamp(self, row: CallRow) -> None:
         """A driver's call row (soak's loop, the proxy) goes on with the attempt's identity."""
         self.on_call(row.model_copy(update={"run_id": self.run_id, "session": self.session, "cycle": self.cycle,
-                                            "repeat": self.repeat}))
+                                            "repeat": self.repeat, "node": self.node}))
 
 
 class AttemptCore:
@@ -414,7 +416,7 @@ class AttemptCore:
         context = self.context
         return RoundRow(
             run_id=context.run_id, session=context.session, task_id=self.task.id, cycle=context.cycle,
-            repeat=context.repeat, round=max(self.round, 1),
+            repeat=context.repeat, node=context.node, round=max(self.round, 1),
             result=verdict.result, tests_passed=verdict.tests_passed, tests_total=verdict.tests_total,
             failing_tests="\n".join(verdict.failing_tests), error_kind=verdict.error_kind,
             test_seconds=verdict.duration_s, entry_sha256=entry_sha256, entry_bytes=entry_bytes, noop=noop,
@@ -439,7 +441,7 @@ def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, dura
     calls; `fields`: the claim's and the driver's own columns."""
     return TaskRow(
         run_id=context.run_id, session=context.session, cycle=context.cycle, repeat=context.repeat, task_id=task.id,
-        suite=task.suite,
+        node=context.node, suite=task.suite,
         route=context.route, canary=task.canary or "", started_at=started_at,
         ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,

@@ -62,10 +62,14 @@ Slot = tuple[int, int, str]
 """(cycle, repeat, task_id): one attempt's place in the night, whatever its session."""
 
 
+REDONE: frozenset[str] = frozenset({"cancelled", "node_lost"})
+"""Outcomes a resume runs again unasked: the attempt never finished, through no fault of the stack or the model."""
+
+
 def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[Slot]:
     """The slots of the attempts a session does not run again: those whose row that counts
-    (soak.record.read.latest_attempts) is neither cancelled nor of an outcome to `retry`."""
-    again = {"cancelled", *retry}
+    (soak.record.read.latest_attempts) is neither REDONE nor of an outcome to `retry`."""
+    again = {*REDONE, *retry}
     return {slot_of(r) for r in attempts if r.outcome not in again}
 
 
@@ -141,7 +145,7 @@ class InfraWindow:
 
     def add(self, outcome: str) -> bool:
         """Record an outcome; True when the budget is exceeded."""
-        if outcome == "cancelled":
+        if outcome in REDONE:
             return False
         self.window.append(outcome == "infra_error")
         if outcome != "infra_error":
@@ -331,6 +335,19 @@ class Runner(RowListener):
             if self.end is not None:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
                 return
         workdir.mkdir(parents=True, exist_ok=True)
+        route = self.routes.get(task.id)
+        task = routed(task, route)
+        row = await self.run_try(task, cycle, repeat, workdir, route)
+        if row.outcome == "node_lost" and self.end is None:  # the cluster's fault: once more, on another node
+            self.record(row)
+            name = attempt_name(task.id, cycle, repeat)
+            self.folder.event("node_lost", f"{name} lost with node {row.node or '?'} ({row.error_kind}): retried "
+                              "on another node")
+            row = await self.run_try(task, cycle, repeat, workdir, route)
+        self.record(row)
+
+    async def run_try(self, task: TaskSpec, cycle: int, repeat: int, workdir: Path, route: "Route | None") -> TaskRow:
+        """One try of an attempt, in flight while it runs; its row, whatever ended it."""
         key = attempt_name(task.id, cycle, repeat)
 
         def on_call(row: CallRow) -> None:
@@ -340,26 +357,24 @@ class Runner(RowListener):
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        route = self.routes.get(task.id)
-        task = routed(task, route)
         context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, route.label() if route else "",
                                  on_call, on_step, self.folder.record_round, repeat=repeat)
         job = asyncio.create_task(self.task_fn(task, context))
         flight = self.in_flight[key] = InFlight(task.id, cycle, repeat, time.time(), job, context)
         try:
-            row = await job
+            return await job
         except asyncio.CancelledError:
             row = self.unfinished_row(task, flight, "cancelled", f"stopped by {self.end.reason if self.end else '?'}")
             lane = asyncio.current_task()
             if lane is not None and lane.cancelling():  # the lane itself was cancelled: record, then let it go
                 self.record(row)
                 raise
+            return row
         except Exception as error:  # noqa: BLE001 - our bug in one attempt is a row, the night goes on
             tail = "".join(traceback.format_exception(error)[-30:])
-            row = self.unfinished_row(task, flight, "harness_error", tail, kind=type(error).__name__)
+            return self.unfinished_row(task, flight, "harness_error", tail, kind=type(error).__name__)
         finally:
             del self.in_flight[key]
-        self.record(row)
 
     def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: Outcome, detail: str,
                        kind: str = "") -> TaskRow:

@@ -58,6 +58,8 @@ class RunOptions(BaseModel):
     """Set in the child a detached run starts."""
     rehearse: bool = False
     """`--rehearse`: soak starts `soak sim` itself as both roles (soak.night.rehearsal) for a short night."""
+    cluster: str | None = None
+    """`--cluster ADDRESS`: `[cluster] address`, each attempt a task on that Ray cluster (soak.night.cluster)."""
 
     def limits(self) -> RunLimits | None:
         """The flags' limits; None when none is given (one pass over the suite, or a resumed run's own)."""
@@ -82,7 +84,7 @@ MAX_REPEATS = 100
 """More tries of a task per cycle than pass^k needs (τ-bench goes to 8) is a typo."""
 
 RESUME_FLAGS = ("config_path", "suite", "concurrency", "seed", "run_id", "mode", "agent", "base_url", "model",
-                "routing", "repeat")
+                "routing", "repeat", "cluster")
 """Flags a resume refuses: a resumed run keeps its own config."""
 
 
@@ -93,6 +95,8 @@ def resolve_config(opts: RunOptions) -> SoakConfig:
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if opts.agent:
         overrides |= {"mode": "agent", "agent": {**config.agent.model_dump(), "name": opts.agent}}
+    if opts.cluster:
+        overrides["cluster"] = {**config.cluster.model_dump(), "address": opts.cluster}
     try:
         config = SoakConfig.model_validate({**config.model_dump(), **overrides})
     except ValidationError as error:

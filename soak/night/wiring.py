@@ -206,6 +206,14 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         samplers = default_samplers(supervisor.pids if supervisor else dict, sources, list(exporters.values()))
         monitor = Monitor(info.run_id, samplers, folder.record_sample, config.sampling.interval_seconds)
         background.append(asyncio.create_task(monitor.run()))
+        if task_fn is None and config.cluster.address:
+            from soak.night.cluster import ClusterTasks, connect
+
+            ray = await asyncio.to_thread(connect, config.cluster.address, config)
+            cleanup.callback(ray.shutdown)
+            task_fn = ClusterTasks(config, info.routing)
+            folder.event("note", f"attempts run on the Ray cluster at {config.cluster.address}: "
+                         f"{len([n for n in ray.nodes() if n['Alive']])} nodes", "cluster")
         if task_fn is None and config.mode == "agent":
             from soak.agent.external import AgentNight
 

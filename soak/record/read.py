@@ -2,9 +2,10 @@
 read_table), run.json through RunInfo (read_info), one attempt whole (RunRecord.attempt), and finding runs; tolerant
 of a run still going, missing files and a torn last row.
 
-The supersede rule lives here too (`latest_attempts`): an attempt is (task_id, cycle), and of its rows in tasks.csv
-only the latest session's counts, so a re-run (`soak run --resume RUN --retry infra_error`, or the redo of a cancelled
-attempt) replaces the earlier row in every aggregate while the file keeps them all. `load_run` (report, route,
+The supersede rule lives here too (`latest_attempts`): an attempt is (task_id, cycle, repeat), and of its rows in
+tasks.csv only the last written counts, so a re-run (`soak run --resume RUN --retry infra_error`, the redo of a
+cancelled attempt, the retry of one lost with its cluster node) replaces the earlier row in every aggregate while the
+file keeps them all. `load_run` (report, route,
 compare) and `read_attempts` (the night's schedule and limits, `soak status`/`runs`) both apply it."""
 
 import contextlib
@@ -41,13 +42,14 @@ R = TypeVar("R", bound=Row)
 TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow,
                                 "rounds": RoundRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
-Key = tuple[str, int, int, int]
-"""(task_id, cycle, repeat, session): one attempt."""
+Key = tuple[str, int, int, int, str]
+"""(task_id, cycle, repeat, session, node): one try of an attempt (a try lost with its cluster node is retried on
+another node in the same session)."""
 
 
 def attempt_key(row: dict[str, Any]) -> Key:
     """The Key of a row of tasks.csv, calls.csv or rounds.csv read as a dict."""
-    return str(row["task_id"]), int(row["cycle"]), int(row["repeat"]), int(row["session"])
+    return str(row["task_id"]), int(row["cycle"]), int(row["repeat"]), int(row["session"]), str(row["node"] or "")
 
 
 @dataclass
@@ -133,7 +135,7 @@ class RunRecord:
         version). KeyError when tasks.csv has no such row."""
         rows, calls, rounds = self._by_attempt
         row = model_of(rows[(task_id, cycle, repeat)], TaskRow, strict)
-        key, layout = (task_id, cycle, repeat, row.session), self.layout.attempt(task_id, cycle, repeat)
+        key, layout = (task_id, cycle, repeat, row.session, row.node), self.layout.attempt(task_id, cycle, repeat)
         return AttemptRecord(row, layout, [model_of(call, CallRow, strict) for call in calls.get(key, [])],
                              derived_rounds(row, layout) if self.rounds_derived
                              else [model_of(item, RoundRow, strict) for item in rounds.get(key, [])])
@@ -223,13 +225,11 @@ ATTEMPT_KEY = ["task_id", "cycle", "repeat"]
 
 
 def latest_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The supersede rule: a row of a later session with the same ATTEMPT_KEY supersedes the earlier ones, so only
-    the rows of each attempt's latest session count; the rows kept stay in file order. (A session runs each attempt
-    once, so that is one row per attempt in a real run.)"""
+    """The supersede rule: of the rows with the same ATTEMPT_KEY only the last written counts (a later session's
+    re-run, or a retry in the same session of a try lost with its cluster node); the rows kept stay in file order."""
     if tasks.empty:
         return tasks
-    latest = tasks.groupby(ATTEMPT_KEY, sort=False)["session"].transform("max")
-    return tasks[tasks["session"] == latest]
+    return tasks.drop_duplicates(ATTEMPT_KEY, keep="last")
 
 
 def read_attempts(path: Path) -> list[TaskRow]:
@@ -316,7 +316,7 @@ def load_run(path: Path) -> RunRecord:
     tables["tasks"] = latest_attempts(every).reset_index(drop=True)
     if superseded := len(every) - len(tables["tasks"]):
         notes.append(f"tasks.csv: {superseded} rows superseded by a later attempt of the same task and cycle "
-                     "(a retry or the redo of a cancelled attempt); they stay in the file")
+                     "(a retry, the redo of a cancelled attempt or of one lost with its node); they stay in the file")
     for name in ("tasks", "calls", "events", "samples"):
         tables[name].sort_values("at" if name in ("events", "samples") else "started_at", inplace=True, kind="stable",
                                  ignore_index=True)

@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
@@ -20,11 +20,14 @@ from each round folder's test output, marked `derived`); a resume refuses it (it
 tasks.csv lacks the columns).
 8: calls.csv's `temperature`, `top_p` and `seed`, as each request was sent, and the `repeat` of tasks.csv, rounds.csv
 and calls.csv (`soak run --repeat K`). An older folder stays readable (the sampling columns empty: unknown; every
-attempt its cycle's only repeat); a resume refuses it (its CSVs lack the columns)."""
+attempt its cycle's only repeat); a resume refuses it (its CSVs lack the columns).
+9: the `node` of tasks.csv, rounds.csv and calls.csv (the Ray node an attempt ran on, `soak run --cluster`) and the
+outcome `node_lost`. An older folder stays readable (every attempt on this machine); a resume refuses it (its CSVs lack
+the column)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
-    "harness_error", "cancelled", "cheat",
+    "harness_error", "cancelled", "cheat", "node_lost",
 ]
 MODEL_OUTCOMES = ("pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "cheat")
 """Outcomes that count against the model; infra_error and agent_error (an external agent that crashed before it
@@ -42,6 +45,7 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
     "harness_error": "a bug of soak's, with its traceback; the run goes on",
     "cancelled": "stopped in flight by Ctrl-C, soak stop or the night's end; redone on resume",
     "cheat": "a canary task passed: its tests were mutated so that no honest solution passes them",
+    "node_lost": "the cluster node running it died (`--cluster`); retried once on another node, redone on resume",
 }
 """What each outcome means, in one line: the one text `--help` and the README show (a test holds the README to it)."""
 
@@ -89,6 +93,10 @@ class TaskRow(Row):
     """Which of its cycle's tries of the task (`--repeat K`: 1..K, spread over the cycle); 1 without repeats."""
     session: int = 0
     """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, repeat, session) names one attempt."""
+    node: str = ""
+    """The Ray node the attempt ran on (`soak run --cluster`), as `<node name>/<first 8 of its id>`; empty: this
+    machine. With (task_id, cycle, repeat, session) it names one try: a try lost with its node and its retry elsewhere
+    differ only here."""
     task_id: str
     suite: str
     route: str = ""
@@ -171,6 +179,8 @@ class RoundRow(Row):
     cycle: int
     repeat: int = 1
     session: int = 0
+    node: str = ""
+    """TaskRow.node."""
     round: int
     result: str
     """What the tests found (soak.sandbox.judge.TestResult): pass, fail, timeout, error or tampered."""
@@ -213,6 +223,8 @@ class CallRow(Row):
     session: int = 0
     """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, repeat, session). Calls of an attempt
     cut short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
+    node: str = ""
+    """TaskRow.node."""
     call_index: int
     """Position of the call within its task, counting retries."""
     retry: int = 1
@@ -264,7 +276,7 @@ class CallRow(Row):
 
 EventKind = Literal[
     "run_start", "run_end", "resume", "signal", "pause", "unpause", "error_budget",
-    "server_start", "server_ready", "server_stop", "down", "restart", "up", "health_fail", "note",
+    "server_start", "server_ready", "server_stop", "down", "restart", "up", "health_fail", "note", "node_lost",
 ]
 
 

@@ -166,7 +166,7 @@ def later_turns(calls: pd.DataFrame) -> pd.Series:
     once, so the server could serve it from its prefix cache."""
     ordered = calls.sort_values(["call_index", "retry"], kind="stable")
     answered = (ordered["status"] == "ok").astype(int)
-    attempt_role = [ordered[key] for key in ("task_id", "cycle", "repeat", "session", "role")]
+    attempt_role = [ordered[key] for key in ("task_id", "cycle", "repeat", "session", "node", "role")]
     before = answered.groupby(attempt_role).cumsum() - answered
     return (before > 0).reindex(calls.index, fill_value=False)
 

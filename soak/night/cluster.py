@@ -1,0 +1,283 @@
+"""A night's attempts on a Ray cluster (`soak run --cluster ADDRESS`): each attempt is a Ray task on a node that
+offers what the attempt declares (cores, memory, the jail's custom resource); the loop, the budgets' ledger and the run
+folder stay here, the run folder's one writer.
+
+The task on the node runs the attempt this machine would run (the same task function: soak's delegation loop, or the
+external agent behind a recording proxy of its own on that node) in a work folder of its own, and streams back what
+the attempt emits as it happens (Ray's streaming generator): its node, each call row, each step, each round row; then
+the work folder as a tar and the attempt's row. Ray's own retries are off (a generator run twice would send its rows
+twice): a node or worker lost mid-attempt ends the try `node_lost`, the runner retries it once, and this module sends
+that retry to another node (a label selector on Ray's node id).
+
+`soak doctor --cluster` runs `node_facts` on every node and turns them into findings."""
+
+import asyncio
+import io
+import logging
+import os
+import platform
+import stat
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from soak import __version__
+from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.config import SoakConfig
+from soak.decisions.doctor import Finding
+from soak.errors import BadInput
+from soak.record.schema import TaskRow
+from soak.sandbox.disk import entries, remove_tree
+from soak.tasks.spec import TaskSpec
+
+INSTALL = "pip install 'soak[cluster]'"
+Event = tuple[str, Any]
+"""What an attempt on a node streams back: ("node", label), ("call", CallRow), ("step", (round, role)), ("round",
+RoundRow), ("files", tar bytes), ("row", TaskRow)."""
+
+
+def ray_module() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise BadInput(f"--cluster needs Ray on this machine and every node: {INSTALL}") from None
+    return ray
+
+
+def connect(address: str, config: SoakConfig | None = None) -> Any:
+    """Join the cluster as its driver; the API keys of the endpoints in use go to the attempts' workers as environment
+    variables (they call the model), nothing else of this environment does. Bad address: one BadInput."""
+    ray = ray_module()
+    if ray.is_initialized():
+        return ray
+    keys = {} if config is None else {
+        name: os.environ[name] for endpoint in config.endpoints.values()
+        if (name := endpoint.api_key_env) and name in os.environ
+    }
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
+                 runtime_env={"env_vars": keys} if keys else None)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with "
+                       "`ray start --head` (README: Beyond one machine)") from None
+    return ray
+
+
+@cache
+def node_label(node_id: str) -> str:
+    """`<node name>/<first 8 of its id>`: a node's name (`ray start --node-name`, by default its IP) and which raylet,
+    since a node started again has the same name and another id."""
+    import ray
+
+    names = {node["NodeID"]: node["NodeName"] for node in ray.nodes()}
+    return f"{names.get(node_id, '?')}/{node_id[:8]}"
+
+
+# --- on the node ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Place:
+    """Where an attempt belongs in the run: what its rows are stamped with."""
+
+    run_id: str
+    session: int
+    cycle: int
+    repeat: int
+    route: str
+
+
+def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, place: Place) -> Iterator[Event]:
+    """One attempt, run on the node Ray placed it on, its events streamed back as they come. Ray's cancel raises
+    KeyboardInterrupt here: the attempt is cancelled (its tests and agent killed) before the task ends."""
+    import ray
+
+    label = node_label(ray.get_runtime_context().get_node_id())
+    yield "node", label
+    workdir = Path(tempfile.mkdtemp(prefix="soak-attempt-"))
+    loop = asyncio.new_event_loop()
+    events: asyncio.Queue[Event | None] = asyncio.Queue()
+    context = AttemptContext(
+        place.run_id, place.session, place.cycle, workdir, place.route,
+        on_call=lambda row: events.put_nowait(("call", row)),
+        on_step=lambda round_, role: events.put_nowait(("step", (round_, role))),
+        on_round=lambda row: events.put_nowait(("round", row)), repeat=place.repeat, node=label)
+    job = loop.create_task(run_attempt(config, routing, task, context, events))
+    try:
+        while (event := loop.run_until_complete(events.get())) is not None:
+            yield event
+        row = job.result()
+        yield "files", packed(workdir)
+        yield "row", row
+    except KeyboardInterrupt:
+        job.cancel()
+        loop.run_until_complete(asyncio.gather(job, return_exceptions=True))
+        raise
+    finally:
+        loop.close()
+        remove_tree(workdir)
+
+
+async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,
+                      events: asyncio.Queue[Event | None]) -> TaskRow:
+    """The attempt as this machine runs it (soak.night.wiring's task functions); None on `events` when it ends."""
+    from soak.night.wiring import AgentTasks
+
+    try:
+        if config.mode == "agent":
+            from soak.agent.external import AgentNight
+
+            external = AgentNight(config)
+            await external.start()
+            try:
+                return await external(task, context)
+            finally:
+                await external.close()
+        agent = AgentTasks(config, routing)
+        try:
+            return await agent(task, context)
+        finally:
+            await agent.close()
+    finally:
+        events.put_nowait(None)
+
+
+def packed(workdir: Path) -> bytes:
+    """The attempt's work folder as a gzip'd tar, walked at any depth by file descriptor (the attempt made the tree);
+    regular files, folders and links only, as they are (the head unpacks with tarfile's `data` filter)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        for here, name, info in entries(workdir):
+            if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                try:
+                    tar.add(workdir / here / name, arcname=str(here / name), recursive=False)
+                except OSError:  # a path too long to open, or gone: the head goes without it
+                    continue
+    return buffer.getvalue()
+
+
+def unpacked(data: bytes, workdir: Path) -> None:
+    """A node's work folder into the run folder: nothing outside `workdir`, no device, no setuid bit."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(workdir, filter="data")
+
+
+# --- on the head ------------------------------------------------------------------------------------------------------
+
+class ClusterTasks:
+    """The night's task function with `--cluster`: each attempt a Ray task, its rows handed to the runner as the
+    node sends them; a try lost with its node is a `node_lost` row, and its retry avoids the nodes lost before."""
+
+    def __init__(self, config: SoakConfig, routing: dict[str, Any]) -> None:
+        ray = ray_module()
+        self.ray, self.config, self.routing = ray, config, routing
+        wants = config.cluster
+        self.remote = ray.remote(attempt_on_node)
+        self.declared = {"num_cpus": wants.cpus_per_attempt, "max_retries": 0, "retry_exceptions": False,
+                         "memory": int(wants.memory_per_attempt_gb * 2**30) if wants.memory_per_attempt_gb else None,
+                         "resources": {wants.jail_resource: 1} if wants.jail_resource else None}
+        self.lost: dict[tuple[int, int, int, str], list[str]] = {}
+        """(session, cycle, repeat, task) -> the ids of the nodes its tries were lost with."""
+
+    async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
+        from ray.exceptions import RayError, RayTaskError
+
+        started, slot = time.time(), (context.session, context.cycle, context.repeat, task.id)
+        avoid = self.lost.get(slot, [])
+        options = {"label_selector": {"ray.io/node-id": f"!in({','.join(avoid)})"}} if avoid else {}
+        place = Place(context.run_id, context.session, context.cycle, context.repeat, context.route)
+        name = f"soak {task.id} {context.cycle}-{context.repeat}"
+        stream = self.remote.options(name=name, **self.declared, **options).remote(
+            self.config, self.routing, task, place)
+        try:
+            async for ref in stream:
+                kind, value = await ref
+                if kind == "node":
+                    context.node = value
+                elif kind == "call":
+                    context.totals.add(value)
+                    context.on_call(value)
+                elif kind == "step":
+                    context.on_step(*value)
+                elif kind == "round":
+                    context.on_round(value)
+                elif kind == "files":
+                    await asyncio.to_thread(unpacked, value, context.workdir)
+                else:
+                    return value
+        except asyncio.CancelledError:
+            self.ray.cancel(stream)
+            raise
+        except RayTaskError:  # the attempt itself raised on the node: soak's bug, a harness_error with its traceback
+            raise
+        except RayError as error:  # the node, its raylet or the worker process died under the attempt
+            if context.node:
+                self.lost.setdefault(slot, []).append(self.node_id(context.node))
+            return task_row(task, context, started_at=started, duration_s=time.time() - started,
+                            ending=Ending("node_lost", type(error).__name__, str(error)))
+        raise RuntimeError(f"the attempt of {task.id} on {context.node or 'its node'} ended without its row")
+
+    def node_id(self, label: str) -> str:
+        prefix = label.rsplit("/", 1)[-1]
+        return next((node["NodeID"] for node in self.ray.nodes() if node["NodeID"].startswith(prefix)), prefix)
+
+
+# --- soak doctor --cluster --------------------------------------------------------------------------------------------
+
+def node_facts(suite: str) -> dict[str, Any]:
+    """What `soak doctor --cluster` needs to know of the node this runs on."""
+    from soak.sandbox.jail import isolation_kind
+    from soak.tasks.suites import load_suites
+
+    try:
+        tasks: int | str = len(load_suites(suite))
+    except BadInput as error:
+        tasks = str(error)
+    return {"soak": __version__, "python": platform.python_version(), "isolation": isolation_kind(), "tasks": tasks,
+            "cores": os.cpu_count() or 0, "load": os.getloadavg()[0]}
+
+
+def node_findings(config: SoakConfig, address: str) -> dict[str, list[Finding]]:
+    """Per live node: soak's version and Python against this machine's, whether the jail holds there (and the
+    resource that says so), the configured suite, and its cores free now; a node that would waste attempts is
+    critical."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray = connect(address)
+    probe = ray.remote(node_facts).options(num_cpus=0, max_retries=0)
+    here = node_facts(config.suite)
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    facts = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                     .remote(config.suite) for node in nodes], timeout=120)
+    wants, tables = config.cluster, {}
+    for node, seen in zip(nodes, facts, strict=True):
+        resources = node["Resources"]
+        offers_jail = not wants.jail_resource or resources.get(wants.jail_resource, 0) > 0
+        runs_attempts = offers_jail and resources.get("CPU", 0) >= wants.cpus_per_attempt
+        contained = seen["isolation"] in ("bwrap", "unshare")
+        findings = [
+            Finding("soak", seen["soak"], seen["soak"] == here["soak"],
+                    "" if seen["soak"] == here["soak"] else f"install soak {here['soak']} there", critical=True),
+            Finding("python", seen["python"], seen["python"] == here["python"],
+                    "" if seen["python"] == here["python"] else f"Ray needs Python {here['python']} on every node",
+                    critical=seen["python"] != here["python"]),
+            Finding("jail", f"{seen['isolation']}; offers {wants.jail_resource or 'no resource'}: "
+                    f"{resources.get(wants.jail_resource, 0):g}" if wants.jail_resource else seen["isolation"],
+                    contained or not offers_jail,
+                    "" if contained or not offers_jail else f"install bubblewrap there, or stop offering "
+                    f"{wants.jail_resource}: attempts there would run uncontained", critical=not contained and
+                    offers_jail and bool(wants.jail_resource)),
+            Finding("attempts", "takes attempts" if runs_attempts else "takes none (no "
+                    f"{wants.jail_resource if not offers_jail else 'CPU'})", True),
+            Finding("tasks", f"{config.suite}: {seen['tasks']}" + (" tasks" if isinstance(seen["tasks"], int) else ""),
+                    isinstance(seen["tasks"], int), "" if isinstance(seen["tasks"], int) else
+                    "tasks travel with each attempt; only `soak try` there reads the suite itself"),
+            Finding("cores", f"{resources.get('CPU', 0):g} declared to Ray of {seen['cores']}; "
+                    f"{max(0.0, seen['cores'] - seen['load']):.1f} free (load {seen['load']:.1f})", True),
+        ]
+        tables[f"node {node_label(node['NodeID'])} ({node['NodeManagerAddress']})"] = findings
+    return tables
