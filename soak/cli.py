@@ -225,14 +225,23 @@ def gate(**flags: Any) -> None:
 @click.option("--model", help="Model name for --base-url.")
 @click.option("--tries", default=3, show_default=True, help="Tool-call round trips per mode (streamed and not).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON instead of tables.")
-def doctor(**flags: Any) -> None:
+@click.option("--cluster", metavar="ADDRESS", help="Also check every node of this Ray cluster (auto: the one started "
+              "on this machine): soak's and Python's versions, the jail, the suite, free cores.")
+def doctor(cluster: str | None, **flags: Any) -> None:
     """Probe every configured endpoint before a night: reachability, streaming, usage, tool calls, reasoning,
     /metrics, prefix caching, context length; each problem with the fix. Also what the jail holds on this host
-    (isolation, what agents and test runs read and write, network, run records). Exit 1 when the night would be
-    wasted."""
+    (isolation, what agents and test runs read and write, network, run records) and, with --cluster, on every node.
+    Exit 1 when the night would be wasted."""
     from soak.decisions.doctor import doctor_command
 
-    sys.exit(0 if doctor_command(**flags) else 1)
+    nodes = None
+    if cluster:
+        from soak.night.cluster import node_findings
+
+        def nodes(config: Any) -> Any:
+            return node_findings(config, cluster)
+
+    sys.exit(0 if doctor_command(**flags, cluster=nodes) else 1)
 
 
 

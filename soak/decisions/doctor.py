@@ -5,6 +5,7 @@ import asyncio
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -308,14 +309,21 @@ def jail_findings() -> list[Finding]:
                                "controllers to its user (systemd-run --user --scope -p Delegate=yes soak ...)")]
 
 
-def doctor_json(config: SoakConfig, results: dict[str, list[Finding]], jail: list[Finding]) -> dict[str, Any]:
-    """The findings as `soak doctor --json` prints them: `ok` (False when doctor exits 1), the jail's findings and,
-    per endpoint, its name, base_url, roles and findings (check, result, ok, advice, critical), in the table's
-    order."""
+NodeFindings = dict[str, list[Finding]]
+"""A cluster's nodes, each its findings under its title (soak.night.cluster.node_findings)."""
+
+
+def doctor_json(config: SoakConfig, results: dict[str, list[Finding]], jail: list[Finding],
+                nodes: NodeFindings | None = None) -> dict[str, Any]:
+    """The findings as `soak doctor --json` prints them: `ok` (False when doctor exits 1), the jail's findings,
+    per endpoint its name, base_url, roles and findings (check, result, ok, advice, critical), in the table's
+    order, and with `--cluster` per node its title and findings."""
     roles = roles_of(config)
+    nodes = nodes or {}
     return {
-        "ok": not any(f.critical for findings in results.values() for f in findings),
+        "ok": not any(f.critical for findings in [*results.values(), *nodes.values()] for f in findings),
         "jail": [asdict(f) for f in jail],
+        "nodes": [{"node": title, "findings": [asdict(f) for f in found]} for title, found in nodes.items()],
         "endpoints": [
             {"name": name, "base_url": config.endpoints[name].base_url, "roles": roles[name],
              "findings": [asdict(f) for f in findings]}
@@ -324,22 +332,22 @@ def doctor_json(config: SoakConfig, results: dict[str, list[Finding]], jail: lis
     }
 
 
-def run_doctor(config: SoakConfig, tries: int, as_json: bool = False) -> bool:
-    """Print a table of the jail and one per endpoint (or the findings as JSON); False when something would waste
-    the night."""
+def run_doctor(config: SoakConfig, tries: int, as_json: bool = False, nodes: NodeFindings | None = None) -> bool:
+    """Print a table of the jail, one per endpoint and one per cluster node (or the findings as JSON); False when
+    something would waste the night."""
     from rich.console import Console
     from rich.table import Table
 
     results = asyncio.run(diagnose_all(config, tries))
     jail = jail_findings()
-    report = doctor_json(config, results, jail)
+    report = doctor_json(config, results, jail, nodes)
     if as_json:
         print(json.dumps(report, indent=2))
         return report["ok"]
     console = Console()
     tables = {"the jail of agents and test runs": jail} | {
         f"{endpoint['name']} ({'/'.join(endpoint['roles']) or 'unused'}) {endpoint['base_url']}":
-            results[endpoint["name"]] for endpoint in report["endpoints"]}
+            results[endpoint["name"]] for endpoint in report["endpoints"]} | (nodes or {})
     for title, findings in tables.items():
         table = Table("check", "result", "advice", title=title, title_justify="left")
         for f in findings:
@@ -350,9 +358,10 @@ def run_doctor(config: SoakConfig, tries: int, as_json: bool = False) -> bool:
 
 
 def doctor_command(config_path: Path | None, base_url: str | None, model: str | None, tries: int,
-                   as_json: bool) -> bool:
-    """`soak doctor`: the config's endpoints, or the one given by --base-url/--model, probed; False when unfit."""
+                   as_json: bool, cluster: Callable[[SoakConfig], NodeFindings] | None = None) -> bool:
+    """`soak doctor`: the config's endpoints, or the one given by --base-url/--model, probed, and with `--cluster`
+    every node of the cluster (`cluster` gives their findings); False when unfit."""
     config = with_cli_endpoint(load_config(config_path), base_url, model)
-    if not config.endpoints:
-        raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M")
-    return run_doctor(config, tries, as_json)
+    if not config.endpoints and cluster is None:
+        raise BadInput("no endpoint to probe: pass --config soak.toml or --base-url URL --model M (or --cluster)")
+    return run_doctor(config, tries, as_json, cluster(config) if cluster else None)

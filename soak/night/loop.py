@@ -341,8 +341,8 @@ class Runner(RowListener):
         if row.outcome == "node_lost" and self.end is None:  # the cluster's fault: once more, on another node
             self.record(row)
             name = attempt_name(task.id, cycle, repeat)
-            self.folder.event("node_lost", f"{name} lost with node {row.node or '?'} ({row.error_kind}): retried "
-                              "on another node")
+            self.folder.event("node_lost", f"{name} lost with its node ({row.error_kind}): retried on another node",
+                              row.node or "?")
             row = await self.run_try(task, cycle, repeat, workdir, route)
         self.record(row)
 

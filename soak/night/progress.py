@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from soak.night.loop import REDONE
 from soak.record.folder import RowListener
 from soak.record.layout import RunLayout
 from soak.record.read import read_attempts, read_rows
@@ -127,7 +128,7 @@ class RunStats(RowListener):
 
     @property
     def done(self) -> int:
-        return sum(n for outcome, n in self.outcomes.items() if outcome != "cancelled")
+        return sum(n for outcome, n in self.outcomes.items() if outcome not in REDONE)
 
     @property
     def judged(self) -> int:

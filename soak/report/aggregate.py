@@ -20,7 +20,7 @@ TAMPERING_KIND = "Tampering"
 MEMORY_VERDICT_HOURS = 0.5
 """Below this the host's own noise (other processes, page cache) outweighs any trend of the stack."""
 STACK_EVENTS = ("restart", "down", "up", "health_fail", "pause", "unpause", "error_budget", "signal", "resume",
-                "server_start", "server_ready", "server_stop")
+                "server_start", "server_ready", "server_stop", "node_lost")
 
 
 def clean(value: Any) -> Any:
@@ -203,6 +203,30 @@ def call_errors(calls: pd.DataFrame, n: int = 10) -> pd.DataFrame:
         "example": grouped["error"].agg(lambda s: next((e for e in s if e), "")),
     })
     return out.sort_values("count", ascending=False).head(n).reset_index()
+
+
+def per_node(tasks: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Attempts and outcomes per cluster node (`soak run --cluster`), so a bad worker shows: the attempts that count,
+    their passes and pass rate over model outcomes, the stack's and the harness's errors, the median duration, and
+    the tries lost with the node (each retried elsewhere; its `node_lost` event names the node). Empty on one
+    machine."""
+    ran = tasks[tasks["node"] != ""]
+    lost = events[events["kind"] == "node_lost"]["source"].value_counts()
+    if ran.empty and lost.empty:
+        return pd.DataFrame()
+    nodes = sorted(set(ran["node"]) | set(lost.index))
+    rows = []
+    for node in nodes:
+        here = ran[ran["node"] == node]
+        model = int(here["outcome"].isin(MODEL_OUTCOMES).sum())
+        passes = int((here["outcome"] == "pass").sum())
+        rows.append({
+            "node": node, "attempts": len(here), "passes": passes, "pass_rate": passes / model if model else None,
+            "stack_errors": int(here["outcome"].isin(["infra_error", "agent_error"]).sum()),
+            "harness_errors": int((here["outcome"] == "harness_error").sum()),
+            "lost": int(lost.get(node, 0)), "median_s": here["duration_s"].median() if len(here) else None,
+        })
+    return pd.DataFrame(rows)
 
 
 def stack_events(events: pd.DataFrame) -> pd.DataFrame:

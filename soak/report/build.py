@@ -199,6 +199,7 @@ def run_view(run: RunRecord, k: float) -> dict[str, Any]:
         "reprefilled": records(headroom.listing(run.calls), TABLE_ROWS),
         "against": headroom.smallest_text(head["headroom"]),
         "timeline": timeline(run, clock),
+        "nodes": records(agg.per_node(tasks, run.events)),
         "events": records(agg.stack_events(run.events), 60), "events_total": len(agg.stack_events(run.events)),
         "server": server_charts(run, clock),
         "spec_summary": records(series.spec_decode_summary(run.samples)),
