@@ -48,7 +48,6 @@ SUITE_HELP = "Suites, comma-separated: builtin, humaneval, exercism:PATH, dir:PA
 ENGINE_CHOICE = click.Choice(["vllm", "llama-server", "llama-cpp-python"])
 
 
-
 @main.group()
 def tasks() -> None:
     """List and validate task suites."""
@@ -92,7 +91,6 @@ def check(task_ref: str, suite: str, solution: Path, as_json: bool) -> None:
     sys.exit(0 if check_solution(find_task(task_ref, suite), solution, as_json) else 1)
 
 
-
 @main.command()
 @click.argument("runs", nargs=-1, required=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("routing.toml"),
@@ -109,7 +107,6 @@ def route(runs: tuple[str, ...], output: Path, stronger: str | None, min_attempt
     rules = RouteRules(stronger=stronger, min_attempts=min_attempts, max_pass_rate=max_pass_rate,
                        over_factor=over_factor)
     route_command(list(runs), rules, output)
-
 
 
 @main.command()
@@ -140,7 +137,6 @@ def export(run: str | None, format_: str, out: Path | None) -> None:
     from soak.export.trajectory import export_command
 
     click.echo(export_command(run, out))
-
 
 
 @main.command()
@@ -232,17 +228,12 @@ def doctor(cluster: str | None, **flags: Any) -> None:
     /metrics, prefix caching, context length; each problem with the fix. Also what the jail holds on this host
     (isolation, what agents and test runs read and write, network, run records) and, with --cluster, on every node.
     Exit 1 when the night would be wasted."""
+    from functools import partial
+
     from soak.decisions.doctor import doctor_command
+    from soak.night.cluster import node_findings
 
-    nodes = None
-    if cluster:
-        from soak.night.cluster import node_findings
-
-        def nodes(config: Any) -> Any:
-            return node_findings(config, cluster)
-
-    sys.exit(0 if doctor_command(**flags, cluster=nodes) else 1)
-
+    sys.exit(0 if doctor_command(**flags, cluster=partial(node_findings, address=cluster) if cluster else None) else 1)
 
 
 @main.command("try")
@@ -257,7 +248,6 @@ def try_(**flags: Any) -> None:
     from soak.night.trial import try_command
 
     sys.exit(0 if try_command(**flags) else 1)
-
 
 
 @main.command()
@@ -361,7 +351,6 @@ def runs() -> None:
     print_runs(Console())
 
 
-
 @main.command("sim")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8000, show_default=True, help="Port to listen on; 0 picks a free one.")
@@ -382,7 +371,6 @@ def sim_command(**flags: Any) -> None:
     from soak.sim.server import serve
 
     serve(**flags)
-
 
 
 @main.group()

@@ -277,7 +277,7 @@ class AttemptContext:
     repeat: int = 1
     """Which of its cycle's tries of the task this is (`--repeat`)."""
     node: str = ""
-    """The cluster node the attempt runs on (TaskRow.node), "" on this machine."""
+    """The cluster node it runs on (TaskRow.node)."""
 
     def stamp(self, row: CallRow) -> None:
         """A driver's call row (soak's loop, the proxy) goes on with the attempt's identity."""
@@ -441,8 +441,7 @@ def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, dura
     calls; `fields`: the claim's and the driver's own columns."""
     return TaskRow(
         run_id=context.run_id, session=context.session, cycle=context.cycle, repeat=context.repeat, task_id=task.id,
-        node=context.node, suite=task.suite,
-        route=context.route, canary=task.canary or "", started_at=started_at,
+        node=context.node, suite=task.suite, route=context.route, canary=task.canary or "", started_at=started_at,
         ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
         test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),

@@ -161,9 +161,17 @@ def packed(workdir: Path) -> bytes:
 
 
 def unpacked(data: bytes, workdir: Path) -> None:
-    """A node's work folder into the run folder: nothing outside `workdir`, no device, no setuid bit."""
+    """A node's work folder into the run folder: nothing outside `workdir`, no device, no setuid bit; what tarfile's
+    `data` filter refuses (a link out of the folder the attempt left) is left out, the rest kept."""
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(workdir, filter="data")
+        tar.extractall(workdir, filter=safe_member)
+
+
+def safe_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+    try:
+        return tarfile.data_filter(member, path)
+    except tarfile.FilterError:
+        return None
 
 
 # --- on the head ------------------------------------------------------------------------------------------------------

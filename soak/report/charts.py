@@ -21,7 +21,7 @@ DPI = 96
 OUTCOME_COLOURS = {
     "pass": "#2e9d4a", "fail": "#d1443b", "timeout": "#f08c2a", "call_cap": "#8e5bc7", "token_cap": "#a0522d",
     "no_artifact": "#8c8c8c", "tampered": "#5b0b2e", "infra_error": "#1f5fa8", "agent_error": "#17a2b8",
-    "harness_error": "#e377c2", "cancelled": "#c7c7c7", "cheat": "#000000",
+    "harness_error": "#e377c2", "cancelled": "#c7c7c7", "cheat": "#000000", "node_lost": "#bcbd22",
 }
 """Schema order (soak.record.schema.Outcome); `tampered` a dark wine and `cheat` black, set apart from the reds of
 plain failures."""

@@ -26,11 +26,11 @@ def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[
     for n, at in enumerate(started):
         after = int(at - START >= cut_s)
         outcome = "pass" if rng.random() < pass_rates[after] else "fail"
-        tasks.append(TaskRow(run_id="r", cycle=1, task_id=f"t{n % 40}", suite="builtin", started_at=at,
+        tasks.append(TaskRow(run_id="r", cycle=n // 40 + 1, task_id=f"t{n % 40}", suite="builtin", started_at=at,
                              ended_at=at + 5, duration_s=5, outcome=outcome).model_dump())
         for index in range(3):
             ttft = ttfts[int(at + index - START >= cut_s)] * float(rng.lognormal(0, 0.25))
-            calls.append(CallRow(run_id="r", task_id=f"t{n % 40}", cycle=1, call_index=index, role="coder",
+            calls.append(CallRow(run_id="r", task_id=f"t{n % 40}", cycle=n // 40 + 1, call_index=index, role="coder",
                                  endpoint="e", model="m", stream=True, started_at=at + index, ttft_s=ttft,
                                  duration_s=ttft + 0.5, decode_tps=100 * float(rng.lognormal(0, 0.1)),
                                  prompt_tokens=1000, cached_tokens=600, completion_tokens=50).model_dump())

@@ -16,7 +16,7 @@ from soak.cli import main
 from soak.night.lifecycle import RunOptions, reopen_run
 from soak.record.folder import RunFolder
 from soak.record.read import load_run, read_rows
-from soak.record.schema import SCHEMA_VERSION, CallRow, RunLimits, TaskRow
+from soak.record.schema import SCHEMA_VERSION, CallRow, RoundRow, RunLimits, TaskRow
 from tests.night.test_loop import FakeTasks, new_folder, run
 
 
@@ -81,6 +81,13 @@ def as_version_7(folder: RunFolder) -> None:
     without_column(folder, folder.layout.tasks, "repeat", TaskRow, 7)
 
 
+def as_version_8(folder: RunFolder) -> None:
+    """What soak wrote before version 9: no CSV with the `node` of its attempts."""
+    for path, model in ((folder.layout.tasks, TaskRow), (folder.layout.calls, CallRow),
+                        (folder.layout.rounds, RoundRow)):
+        without_column(folder, path, "node", model, 8)
+
+
 def as_version_5(run: Path) -> None:
     """What soak wrote before version 6: no rounds.csv, schema_version 5 in every row and run.json."""
     (run / "rounds.csv").unlink()
@@ -105,7 +112,7 @@ def v1(tmp_path, monkeypatch) -> RunFolder:
     folder, info, config = new_folder(tmp_path / "data", RunLimits(max_tasks=4), run_id="old")
     run(folder, info, config, FakeTasks(calls=3))
     as_version_1(folder)
-    header = "schema_version,run_id,task_id,cycle,repeat,session,call_index,attempt,"
+    header = "schema_version,run_id,task_id,cycle,repeat,session,node,call_index,attempt,"
     assert folder.layout.calls.read_text().startswith(header)
     return folder
 
@@ -130,7 +137,7 @@ def test_report_route_and_compare_read_a_version_1_folder(v1, tmp_path):
 def test_a_resume_appends_to_a_version_1_folder_whose_columns_differ_only_by_a_new_name(v1):
     folder, info, config, tasks = reopen_run(RunOptions(resume="old", tasks=2))
     run(folder, info, config, FakeTasks(calls=3), tasks=tasks)
-    assert folder.layout.calls.read_text().splitlines()[0].split(",")[7] == "attempt"  # the header stays as written
+    assert folder.layout.calls.read_text().splitlines()[0].split(",")[8] == "attempt"  # the header stays as written
     calls = list(read_rows(folder.layout.calls, CallRow))
     assert len(calls) == 18 and {c.retry for c in calls} == {1}
     assert [c.schema_version for c in calls] == [1] * 12 + [SCHEMA_VERSION] * 6
@@ -213,3 +220,14 @@ def test_a_version_7_folder_is_read_without_sampling_settings_and_refused_by_a_r
     assert list(record.tasks["repeat"]) == list(record.calls["repeat"]) == [1, 1]
     assert [(c.temperature, c.seed) for c in read_rows(folder.layout.calls, CallRow)] == [(None, None)] * 2
     assert_reported_routed_and_refused(tmp_path, folder, 7)
+
+
+def test_a_version_8_folder_is_read_as_run_on_this_machine_and_refused_by_a_resume(tmp_path, monkeypatch):
+    folder = older_folder(tmp_path, monkeypatch, 8, as_version_8)
+    for path in (folder.layout.tasks, folder.layout.calls, folder.layout.rounds):
+        assert "node" not in path.read_text().splitlines()[0].split(",")
+    record = load_run(folder.path)
+    assert list(record.tasks["node"]) == list(record.calls["node"]) == ["", ""]
+    attempt = record.attempt(*record.attempt_keys()[0])
+    assert attempt.row.node == "" and len(attempt.calls) == 1
+    assert_reported_routed_and_refused(tmp_path, folder, 8)

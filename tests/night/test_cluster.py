@@ -1,0 +1,128 @@
+"""A night on a real Ray cluster on this machine: a head and two worker nodes, each a `ray start` process of its own
+with its own cores and the jail's resource; the night's driver is a `soak run --cluster` process of its own too."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from soak.record.read import attempt_key, latest_attempts, load_run, read_rows
+from soak.record.schema import CallRow, TaskRow
+from soak.sim.server import Scenario, SimServer
+from tests.cluster import LocalCluster
+from tests.helpers import wait_until
+from tests.night.test_loop import write_bank
+
+pytestmark = pytest.mark.slow
+SOAK = [sys.executable, "-m", "soak.cli"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = LocalCluster(tmp_path)
+    try:
+        nodes.start("head")
+        nodes.worker("worker-a", 2)
+        nodes.worker("worker-b", 2)
+        nodes.wait_for({"head", "worker-a", "worker-b"})
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def rows(folder: Path) -> list[TaskRow]:
+    return read_rows(folder / "tasks.csv", TaskRow) if (folder / "tasks.csv").exists() else []
+
+
+def calls(folder: Path) -> list[CallRow]:
+    return read_rows(folder / "calls.csv", CallRow) if (folder / "calls.csv").exists() else []
+
+
+def in_flight_on(folder: Path, node: str) -> bool:
+    """A call was made on `node` for a try that has no row yet: an attempt is running there."""
+    finished = {attempt_key(r.model_dump()) for r in rows(folder)}
+    return any(c.node.startswith(node) and attempt_key(c.model_dump()) not in finished for c in calls(folder))
+
+
+def night(tmp_path: Path, cluster: LocalCluster, run_id: str, tasks: int) -> subprocess.Popen:
+    """`soak run --cluster` of tmp_path's soak.toml, a process of its own."""
+    return subprocess.Popen([*SOAK, "run", "--config", str(tmp_path / "soak.toml"), "--cluster", cluster.address,
+                             "--run-id", run_id,
+                             "--tasks", str(tasks), "--quiet"], stdout=(tmp_path / f"{run_id}.log").open("wb"),
+                            stderr=subprocess.STDOUT, env={**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data")})
+
+
+def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_path, cluster):
+    """Attempts run on both workers, one counting row each and every call recorded under its try; a worker killed
+    mid-night ends its attempts `node_lost`, each retried once on the other node; a driver killed with SIGKILL leaves
+    a run that `--resume` finishes, nothing written twice."""
+    suite = write_bank(tmp_path / "bank", 4)
+    scenario = Scenario.model_validate({"timing": {"ttft_seconds": 0.4, "decode_tokens_per_second": 0,
+                                                   "tokens_per_chunk": 64}})
+    with SimServer(scenario, suite=suite) as sim:
+        (tmp_path / "soak.toml").write_text(
+            f'suite = "{suite}"\nconcurrency = 4\ncanary_share = 0\n[endpoints.default]\nbase_url = "{sim.base_url}"\n'
+            'model = "soak-sim"\n')
+        log = lambda name: lambda: (tmp_path / f"{name}.log").read_text()[-3000:]  # noqa: E731
+        data = tmp_path / "data"
+
+        # A worker lost mid-night.
+        driver = night(tmp_path, cluster, "lost", 12)
+        wait_until(lambda: in_flight_on(data / "lost", "worker-a") and in_flight_on(data / "lost", "worker-b"),
+                   timeout=120, interval=0.1, what="attempts in flight on both workers", process=driver,
+                   detail=log("lost"))
+        cluster.kill("worker-a")
+        assert driver.wait(timeout=300) == 0, log("lost")()
+        every = rows(data / "lost")
+        lost = [r for r in every if r.outcome == "node_lost"]
+        assert lost and all(r.node.startswith("worker-a/") for r in lost), [(r.task_id, r.node) for r in every]
+        counting = read_rows(data / "lost" / "tasks.csv", TaskRow)
+        run = load_run(data / "lost")
+        assert len(run.tasks) == 12 and not run.tasks.duplicated(["task_id", "cycle", "repeat"]).any()
+        assert "node_lost" not in set(run.tasks["outcome"]) and set(run.tasks["outcome"]) == {"pass"}
+        for row in lost:  # each retried once, on the other node, and its work folder came back
+            again = [r for r in counting if (r.task_id, r.cycle, r.repeat) == (row.task_id, row.cycle, row.repeat)
+                     and r.outcome != "node_lost"]
+            assert len(again) == 1 and again[0].node.startswith("worker-b/"), again
+            assert (data / "lost" / "work" / row.task_id / str(row.cycle) / "workspace" / "solution.py").is_file()
+        assert {r.node.split("/")[0] for r in run.tasks.itertuples()} <= {"worker-a", "worker-b"}
+        assert "worker-a" in {r.node.split("/")[0] for r in every if r.outcome == "pass"}
+        tries = {attempt_key(r.model_dump()) for r in every}
+        assert all(attempt_key(c.model_dump()) in tries for c in calls(data / "lost"))  # every call under its try
+        for attempt in (run.attempt(*key) for key in run.attempt_keys()):
+            assert attempt.calls and {c.node for c in attempt.calls} == {attempt.row.node}
+        events = run.events[run.events["kind"] == "node_lost"]
+        assert len(events) == len(lost) and set(events["source"]) == {r.node for r in lost}
+
+        # The report shows the lost tries under their node.
+        result = subprocess.run([*SOAK, "report", "lost", "--output", str(tmp_path / "report")], capture_output=True,
+                                text=True, env={**os.environ, "SOAK_DATA_DIR": str(data)})
+        assert result.returncode == 0, result.stdout + result.stderr
+        page = (tmp_path / "report" / "index.html").read_text()
+        assert "Where the attempts ran" in page and "worker-a/" in page and "worker-b/" in page
+
+        # The driver killed with SIGKILL mid-night, then resumed.
+        cluster.worker("worker-a", 2)  # back, under a new node id
+        cluster.wait_for({"head", "worker-a", "worker-b"})
+        driver = night(tmp_path, cluster, "killed", 16)
+        wait_until(lambda: len(rows(data / "killed")) >= 3 and in_flight_on(data / "killed", "worker"),
+                   timeout=120, interval=0.1, what="finished attempts and one in flight", process=driver,
+                   detail=log("killed"))
+        driver.kill()
+        driver.wait()
+        before = rows(data / "killed")
+        resume = subprocess.run([*SOAK, "run", "--resume", "killed", "--quiet"], capture_output=True, text=True,
+                                env={**os.environ, "SOAK_DATA_DIR": str(data)}, timeout=300)
+        assert resume.returncode == 0, resume.stdout[-3000:] + resume.stderr[-3000:]
+    after = rows(data / "killed")
+    assert after[:len(before)] == before  # nothing recorded was lost or rewritten
+    keys = Counter((r.task_id, r.cycle, r.repeat, r.session, r.node) for r in after)
+    assert max(keys.values()) == 1  # nothing written twice
+    run = load_run(data / "killed")
+    assert len(run.tasks) == 16 and set(run.tasks["outcome"]) == {"pass"}
+    assert {r.session for r in after} == {0, 1} and len(latest_attempts(run.tasks)) == 16
+    cut = {attempt_key(c.model_dump()) for c in calls(data / "killed")} - {attempt_key(r.model_dump()) for r in after}
+    assert cut and all(key[3] == 0 for key in cut)  # the calls of the attempts cut short by the kill are kept
