@@ -59,6 +59,7 @@ def main() -> None:
         cluster = LocalCluster(Path(tmp))
         try:
             cluster.start("head")
+            cluster.wait_for({"head"})
             cluster.worker("worker", args.concurrency)
             cluster.wait_for({"head", "worker"})
             config = Path(tmp) / "soak.toml"

@@ -2,12 +2,15 @@
 --block` process in a session of its own, so killing a node's process group is that node dying (its raylet, object
 store and workers)."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil
 
 from soak.stack.servers import free_port
 from tests.helpers import wait_until
@@ -25,8 +28,7 @@ class LocalCluster:
     def start(self, name: str, *args: str) -> None:
         """A node of this name (`head` starts the cluster, with no cores of its own)."""
         where = ["--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard=false",
-                 "--disable-usage-stats", "--ray-client-server-port", str(free_port())] if name == "head" else [
-                 "--address", self.address]
+                 "--disable-usage-stats"] if name == "head" else ["--address", self.address]
         log = (self.logs / f"ray-{name}.log").open("ab")
         self.nodes[name] = subprocess.Popen(
             [RAY, "start", *where, "--node-name", name, "--dashboard-agent-listen-port", str(free_port()), *args,
@@ -39,15 +41,26 @@ class LocalCluster:
     def alive(self) -> set[str]:
         """The names of the nodes the cluster holds alive, asked by a driver of its own."""
         probe = (f"import ray, json; ray.init(address={self.address!r}, logging_level='ERROR'); "
-                 "print(json.dumps(sorted(n['NodeName'] for n in ray.nodes() if n['Alive'])))")
+                 "print('nodes', json.dumps(sorted(n['NodeName'] for n in ray.nodes() if n['Alive'])))")
         run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=self.env, timeout=60)
-        return set(json.loads(run.stdout.strip().splitlines()[-1])) if run.returncode == 0 else set()
+        said = [line.removeprefix("nodes ") for line in run.stdout.splitlines() if line.startswith("nodes ")]
+        return set(json.loads(said[-1])) if run.returncode == 0 and said else set()
 
     def wait_for(self, names: set[str]) -> None:
         wait_until(lambda: self.alive() == names, timeout=120, interval=1, what=f"the nodes {sorted(names)}")
 
     def kill(self, name: str) -> None:
-        os.killpg(self.nodes.pop(name).pid, signal.SIGKILL)
+        """The node dies as a machine would: `ray start`, its raylet and every process under it (the workers running
+        attempts are the raylet's children, in sessions of their own) at once."""
+        node = self.nodes.pop(name)
+        with contextlib.suppress(psutil.Error):
+            tree = [psutil.Process(node.pid), *psutil.Process(node.pid).children(recursive=True)]
+            for process in tree:
+                with contextlib.suppress(psutil.Error):
+                    process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)
+        node.wait()
 
     def stop(self) -> None:
         for name in list(self.nodes):
