@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import platform
+import socket
 import stat
 import tarfile
 import tempfile
@@ -36,6 +37,7 @@ from soak.sandbox.disk import entries, remove_tree
 from soak.tasks.spec import TaskSpec
 
 INSTALL = "pip install 'soak[cluster]'"
+CONNECT_SECONDS = 5.0
 Event = tuple[str, Any]
 """What an attempt on a node streams back: ("node", label), ("call", CallRow), ("step", (round, role)), ("round",
 RoundRow), ("files", tar bytes), ("row", TaskRow)."""
@@ -49,12 +51,31 @@ def ray_module() -> Any:
     return ray
 
 
+def check_cluster(address: str) -> None:
+    """A cluster answers at `address` (`auto`: the one `ray start` last started here, or RAY_ADDRESS), within
+    seconds: ray.init itself would wait minutes on a dead address. BadInput otherwise. A Ray Client address
+    (`ray://`) is left to ray.init."""
+    ray_module()
+    if address.startswith("ray://"):
+        return
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        found = canonicalize_bootstrap_address_or_die(address)
+        host, port = found.rsplit(":", 1)
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except (ConnectionError, OSError, ValueError) as error:
+        raise BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with "
+                       "`ray start --head` (README: Beyond one machine)") from None
+
+
 def connect(address: str, config: SoakConfig | None = None) -> Any:
     """Join the cluster as its driver; the API keys of the endpoints in use go to the attempts' workers as environment
     variables (they call the model), nothing else of this environment does. Bad address: one BadInput."""
     ray = ray_module()
     if ray.is_initialized():
         return ray
+    check_cluster(address)
     keys = {} if config is None else {
         name: os.environ[name] for endpoint in config.endpoints.values()
         if (name := endpoint.api_key_env) and name in os.environ
@@ -256,11 +277,11 @@ def node_findings(config: SoakConfig, address: str) -> dict[str, list[Finding]]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray = connect(address)
-    probe = ray.remote(node_facts).options(num_cpus=0, max_retries=0)
+    probe = ray.remote(node_facts)
     here = node_facts(config.suite)
     nodes = [node for node in ray.nodes() if node["Alive"]]
-    facts = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                     .remote(config.suite) for node in nodes], timeout=120)
+    facts = ray.get([probe.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node["NodeID"], soft=False)).remote(config.suite) for node in nodes], timeout=120)
     wants, tables = config.cluster, {}
     for node, seen in zip(nodes, facts, strict=True):
         resources = node["Resources"]
@@ -269,7 +290,8 @@ def node_findings(config: SoakConfig, address: str) -> dict[str, list[Finding]]:
         contained = seen["isolation"] in ("bwrap", "unshare")
         findings = [
             Finding("soak", seen["soak"], seen["soak"] == here["soak"],
-                    "" if seen["soak"] == here["soak"] else f"install soak {here['soak']} there", critical=True),
+                    "" if seen["soak"] == here["soak"] else f"install soak {here['soak']} there",
+                    critical=seen["soak"] != here["soak"]),
             Finding("python", seen["python"], seen["python"] == here["python"],
                     "" if seen["python"] == here["python"] else f"Ray needs Python {here['python']} on every node",
                     critical=seen["python"] != here["python"]),

@@ -287,6 +287,12 @@ class Runner(RowListener):
         self.finish_session(self.end)
         return self.end
 
+    @property
+    def scheduling(self) -> bool:
+        """Attempts may still start: the night runs on, or only ran out of attempts to schedule (a deadline, a signal or
+        the error budget stops them)."""
+        return self.end is None or self.end.reason in ("tasks", "cycles")
+
     def stop(self, reason: str, detail: str = "", cancel: bool = False) -> None:
         """No new attempt starts; with `cancel`, the ones in flight are cancelled and recorded as such."""
         if self.end is None:
@@ -338,7 +344,7 @@ class Runner(RowListener):
         route = self.routes.get(task.id)
         task = routed(task, route)
         row = await self.run_try(task, cycle, repeat, workdir, route)
-        if row.outcome == "node_lost" and self.end is None:  # the cluster's fault: once more, on another node
+        if row.outcome == "node_lost" and self.scheduling:  # the cluster's fault: once more, on another node
             self.record(row)
             name = attempt_name(task.id, cycle, repeat)
             self.folder.event("node_lost", f"{name} lost with its node ({row.error_kind}): retried on another node",

@@ -104,6 +104,10 @@ def resolve_config(opts: RunOptions) -> SoakConfig:
     if config.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
     check_agent(config)
+    if config.cluster.address:
+        from soak.night.cluster import check_cluster
+
+        check_cluster(config.cluster.address)
     return config
 
 

@@ -1,7 +1,9 @@
 """A night on a real Ray cluster on this machine: a head and two worker nodes, each a `ray start` process of its own
 with its own cores and the jail's resource; the night's driver is a `soak run --cluster` process of its own too."""
 
+import json
 import os
+import platform
 import subprocess
 import sys
 from collections import Counter
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from soak import __version__
 from soak.record.read import attempt_key, latest_attempts, load_run, read_rows
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.server import Scenario, SimServer
@@ -20,9 +23,10 @@ pytestmark = pytest.mark.slow
 SOAK = [sys.executable, "-m", "soak.cli"]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    nodes = LocalCluster(tmp_path)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster for the module (three nodes take seconds each to start): the doctor sees it whole first."""
+    nodes = LocalCluster(tmp_path_factory.mktemp("ray"))
     try:
         nodes.start("head")
         nodes.wait_for({"head"})  # one node at a time: two starting at once can pick the same free port
@@ -33,6 +37,21 @@ def cluster(tmp_path):
         yield nodes
     finally:
         nodes.stop()
+
+
+def test_the_doctor_checks_every_node(cluster):
+    result = subprocess.run([*SOAK, "doctor", "--cluster", cluster.address, "--json"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    nodes = {item["node"].split("/")[0]: {f["check"]: f for f in item["findings"]} for item in report["nodes"]}
+    assert set(nodes) == {"node head", "node worker-a", "node worker-b"} and report["ok"]
+    for name in ("node worker-a", "node worker-b"):
+        found = nodes[name]
+        assert found["attempts"]["result"] == "takes attempts" and found["jail"]["ok"], found
+        assert found["soak"]["result"] == __version__ and found["python"]["result"] == platform.python_version()
+        assert found["tasks"]["result"].startswith("builtin: ") and "2 declared to Ray" in found["cores"]["result"]
+    assert nodes["node head"]["attempts"]["result"] == "takes none (no soak_jail)"
 
 
 def rows(folder: Path) -> list[TaskRow]:

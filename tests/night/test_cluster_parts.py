@@ -1,0 +1,118 @@
+"""The parts of `--cluster` that need no cluster: a try lost with its node (recorded, retried once, superseded, redone
+on resume, never the stack's fault), the work folder's trip back from a node, per-node figures, and bad input."""
+
+import os
+import stat
+import sys
+import time
+
+import pytest
+
+from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.night.cluster import packed, unpacked
+from soak.night.loop import InfraWindow, finished_attempts
+from soak.record.read import load_run
+from soak.record.schema import RunLimits, TaskRow
+from soak.report import aggregate as agg
+from soak.stack.servers import free_port
+from tests.night.test_loop import FakeTasks, calls_of, events_of, make_tasks, new_folder, run, tasks_of
+
+
+class LostOnce(FakeTasks):
+    """On "node a", the first try of `lost` tasks makes its calls, then its node is lost; every other try runs on
+    "node b" (as ClusterTasks reports a try cut short by its node)."""
+
+    def __init__(self, lost: set[str], always: bool = False):
+        super().__init__(calls=2, outcome=lambda task_id, n: "pass")
+        self.lost, self.always, self.tries = lost, always, []
+
+    async def __call__(self, task, attempt: AttemptContext) -> TaskRow:
+        first = (attempt.cycle, task.id) not in self.tries
+        self.tries.append((attempt.cycle, task.id))
+        attempt.node = "a/0000aaaa" if task.id in self.lost and (first or self.always) else "b/0000bbbb"
+        row = await super().__call__(task, attempt)
+        if attempt.node.startswith("a/"):
+            return task_row(task, attempt, started_at=row.started_at, duration_s=row.duration_s,
+                            ending=Ending("node_lost", "NodeDiedError", "the node died"))
+        return row.model_copy(update={"node": attempt.node})
+
+
+def test_a_try_lost_with_its_node_is_recorded_then_retried_once_on_another_node_and_superseded(tmp_path):
+    folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=1), concurrency=2)
+    end, _ = run(folder, info, config, LostOnce({"task-1", "task-4"}))
+    assert end.reason == "cycles"
+    rows = tasks_of(folder)
+    lost = [r for r in rows if r.outcome == "node_lost"]
+    assert sorted(r.task_id for r in lost) == ["task-1", "task-4"] and {r.node for r in lost} == {"a/0000aaaa"}
+    assert len(rows) == 8 and all(r.session == 0 for r in rows)
+    record = load_run(folder.path)
+    assert len(record.tasks) == 6 and set(record.tasks["outcome"]) == {"pass"}
+    retried = record.attempt("task-1", 1)
+    assert retried.row.node == "b/0000bbbb" and [c.node for c in retried.calls] == ["b/0000bbbb"] * 2
+    assert sum(c.task_id == "task-1" for c in calls_of(folder)) == 4  # the lost try's calls are kept, apart
+    assert events_of(folder).count("node_lost") == 2
+    nodes = agg.per_node(record.tasks, record.events).set_index("node")
+    assert nodes.loc["b/0000bbbb", "attempts"] == 6 and nodes.loc["a/0000aaaa", "attempts"] == 0
+    assert nodes.loc["a/0000aaaa", "lost"] == 2 and nodes.loc["b/0000bbbb", "pass_rate"] == 1.0
+
+
+def test_a_try_lost_twice_is_not_tried_a_third_time_and_a_resume_redoes_it(tmp_path):
+    folder, info, config = new_folder(tmp_path, RunLimits(max_cycles=1), concurrency=1)
+    tasks = make_tasks(["task-0", "task-1"])
+    run(folder, info, config, LostOnce({"task-1"}, always=True), tasks=tasks)
+    assert [(r.task_id, r.outcome) for r in tasks_of(folder) if r.task_id == "task-1"] == [("task-1", "node_lost")] * 2
+    assert finished_attempts(tasks_of(folder)) == {(1, 1, "task-0")}  # a resume runs task-1 again unasked
+
+
+def test_a_lost_node_neither_fills_the_error_budget_nor_clears_a_failing_stack():
+    from soak.config import ErrorBudget
+
+    window = InfraWindow(ErrorBudget(window_tasks=4, max_infra_fraction=0.25))
+    window.failing_since = 1.0
+    assert not window.add("node_lost") and window.failing_since == 1.0 and not window.window
+
+
+def test_an_attempts_folder_comes_back_from_its_node_without_what_must_not(tmp_path):
+    """The node's tar of an attempt folder that hostile code made: files and links inside come back, a link out of the
+    folder, a setuid bit and a FIFO do not, a deep tree does."""
+    made = tmp_path / "node"
+    (made / "workspace").mkdir(parents=True)
+    (made / "workspace" / "solution.py").write_text("def add(a, b):\n    return a + b\n")
+    (made / "workspace" / "shell").write_bytes(b"\x7fELF")
+    os.chmod(made / "workspace" / "shell", 0o4755)
+    (made / "workspace" / "passwd").symlink_to("/etc/passwd")
+    (made / "workspace" / "again.py").symlink_to("solution.py")
+    os.mkfifo(made / "workspace" / "pipe")
+    deep = made.joinpath(*["d"] * 200)
+    deep.mkdir(parents=True)
+    (deep / "bottom.txt").write_text("down here")
+    back = tmp_path / "head"
+    back.mkdir()
+    unpacked(packed(made), back)
+    assert (back / "workspace" / "solution.py").read_text() == (made / "workspace" / "solution.py").read_text()
+    assert os.readlink(back / "workspace" / "again.py") == "solution.py"
+    assert not (back / "workspace" / "passwd").is_symlink() and not (back / "workspace" / "pipe").exists()
+    assert not os.stat(back / "workspace" / "shell").st_mode & (stat.S_ISUID | stat.S_ISGID)
+    assert back.joinpath(*["d"] * 200, "bottom.txt").read_text() == "down here"
+
+
+@pytest.mark.parametrize("address, said", [
+    (f"127.0.0.1:{free_port()}", "no Ray cluster answers there"),
+    ("not an address", "no Ray cluster answers there"),
+])
+def test_a_cluster_that_does_not_answer_is_bad_input_before_any_folder(soak, data_dir, address, said):
+    started = time.monotonic()
+    result = soak("run", "--cluster", address, "--tasks", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert result.exit_code == 2 and said in result.output and address in result.output
+    assert time.monotonic() - started < 30 and not data_dir.exists()
+
+
+def test_without_ray_the_cluster_says_how_to_install_it(soak, data_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = soak("run", "--cluster", "auto", "--tasks", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert result.exit_code == 2 and "pip install 'soak[cluster]'" in result.output and not data_dir.exists()
+
+
+def test_a_resume_keeps_its_own_cluster(soak, data_dir):
+    result = soak("run", "--resume", "r", "--cluster", "auto")
+    assert result.exit_code == 2 and "--cluster" in result.output
