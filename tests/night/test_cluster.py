@@ -63,9 +63,11 @@ def calls(folder: Path) -> list[CallRow]:
 
 
 def in_flight_on(folder: Path, node: str) -> bool:
-    """A call was made on `node` for a try that has no row yet: an attempt is running there."""
+    """A try on `node` has made one or two calls and has no row yet: it is running there, with seconds to go (four
+    calls of 0.4 s each make an attempt)."""
     finished = {attempt_key(r.model_dump()) for r in rows(folder)}
-    return any(c.node.startswith(node) and attempt_key(c.model_dump()) not in finished for c in calls(folder))
+    made = Counter(attempt_key(c.model_dump()) for c in calls(folder) if c.node.startswith(node))
+    return any(key not in finished and n <= 2 for key, n in made.items())
 
 
 def night(tmp_path: Path, cluster: LocalCluster, run_id: str, tasks: int) -> subprocess.Popen:
@@ -145,3 +147,24 @@ def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_pat
     assert {r.session for r in after} == {0, 1} and len(latest_attempts(run.tasks)) == 16
     cut = {attempt_key(c.model_dump()) for c in calls(data / "killed")} - {attempt_key(r.model_dump()) for r in after}
     assert cut and all(key[3] == 0 for key in cut)  # the calls of the attempts cut short by the kill are kept
+
+
+def test_an_external_agent_runs_on_the_workers_behind_a_proxy_of_their_own(tmp_path, cluster):
+    """Mode agent on the cluster: the agent on each node asks the model through that node's recording proxy, writes
+    the file, and its calls come back to the head as `agent` rows of the node it ran on."""
+    from tests.agent.test_attacks import HONEST
+    from tests.helpers import EXERCISM_SUITE, script_night_args
+
+    timing = {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 64}
+    with SimServer(Scenario.model_validate({"timing": timing}), suite=EXERCISM_SUITE) as sim:
+        arguments = script_night_args(tmp_path, sim.base_url, HONEST)
+        arguments[arguments.index("--tasks") + 1] = "3"
+        result = subprocess.run([*SOAK, *arguments, "--cluster", cluster.address], capture_output=True, text=True,
+                                env={**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data")}, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = load_run(tmp_path / "data" / "night")
+    assert list(run.tasks["outcome"]) == ["pass"] * 3 and list(run.tasks["agent_calls"]) == [1] * 3
+    assert all(node.startswith("worker-") for node in run.tasks["node"])
+    for attempt in (run.attempt(*key) for key in run.attempt_keys()):
+        assert [(c.role, c.node) for c in attempt.calls] == [("agent", attempt.row.node)]
+        assert "wrote" in (attempt.layout.path / "round-1" / "agent" / "output.txt").read_text()
