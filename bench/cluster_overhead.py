@@ -63,7 +63,7 @@ def main() -> None:
             cluster.worker("worker", args.concurrency)
             cluster.wait_for({"head", "worker"})
             config = Path(tmp) / "soak.toml"
-            config.write_text(f"concurrency = {args.concurrency}\ncanary_share = 0\n[endpoints.sim]\n"
+            config.write_text(f"concurrency = {args.concurrency}\ncanary_share = 0\n[endpoints.default]\n"
                               f'base_url = "{sim_url}"\nmodel = "soak-sim"\n')
             rates: dict[str, list[float]] = {"local": [], "cluster": []}
             order = ["local", "cluster"]

@@ -65,8 +65,12 @@ def check_cluster(address: str) -> None:
         host, port = found.rsplit(":", 1)
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
     except (ConnectionError, OSError, ValueError) as error:
-        raise BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with "
-                       "`ray start --head` (README: Beyond one machine)") from None
+        raise unreachable(address, error) from None
+
+
+def unreachable(address: str, error: Exception) -> BadInput:
+    return BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with `ray start --head` "
+                    "(README: Beyond one machine)")
 
 
 def connect(address: str, config: SoakConfig | None = None) -> Any:
@@ -84,8 +88,7 @@ def connect(address: str, config: SoakConfig | None = None) -> Any:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
                  runtime_env={"env_vars": keys} if keys else None)
     except (ConnectionError, RuntimeError, ValueError) as error:
-        raise BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with "
-                       "`ray start --head` (README: Beyond one machine)") from None
+        raise unreachable(address, error) from None
     return ray
 
 
@@ -114,7 +117,8 @@ class Place:
 
 def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, place: Place) -> Iterator[Event]:
     """One attempt, run on the node Ray placed it on, its events streamed back as they come. Ray's cancel raises
-    KeyboardInterrupt here: the attempt is cancelled (its tests and agent killed) before the task ends."""
+    KeyboardInterrupt here (closing the stream, GeneratorExit): the attempt is cancelled, its tests and agent killed,
+    before the task ends."""
     import ray
 
     label = node_label(ray.get_runtime_context().get_node_id())
@@ -134,7 +138,7 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
         row = job.result()
         yield "files", packed(workdir)
         yield "row", row
-    except KeyboardInterrupt:
+    except BaseException:
         job.cancel()
         loop.run_until_complete(asyncio.gather(job, return_exceptions=True))
         raise
@@ -260,54 +264,54 @@ class ClusterTasks:
 def node_facts(suite: str) -> dict[str, Any]:
     """What `soak doctor --cluster` needs to know of the node this runs on."""
     from soak.sandbox.jail import isolation_kind
+    from soak.sandbox.visible import allow_listed
     from soak.tasks.suites import load_suites
 
     try:
         tasks: int | str = len(load_suites(suite))
     except BadInput as error:
         tasks = str(error)
-    return {"soak": __version__, "python": platform.python_version(), "isolation": isolation_kind(), "tasks": tasks,
-            "cores": os.cpu_count() or 0, "load": os.getloadavg()[0]}
+    kind = isolation_kind()
+    return {"soak": __version__, "python": platform.python_version(), "isolation": kind,
+            "contained": allow_listed(kind), "tasks": tasks, "cores": os.cpu_count() or 0, "load": os.getloadavg()[0]}
 
 
 def node_findings(config: SoakConfig, address: str) -> dict[str, list[Finding]]:
-    """Per live node: soak's version and Python against this machine's, whether the jail holds there (and the
-    resource that says so), the configured suite, and its cores free now; a node that would waste attempts is
-    critical."""
+    """Each live node's findings (`node_table`), under its label and address."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray = connect(address)
     probe = ray.remote(node_facts)
-    here = node_facts(config.suite)
     nodes = [node for node in ray.nodes() if node["Alive"]]
     facts = ray.get([probe.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
         node["NodeID"], soft=False)).remote(config.suite) for node in nodes], timeout=120)
-    wants, tables = config.cluster, {}
-    for node, seen in zip(nodes, facts, strict=True):
-        resources = node["Resources"]
-        offers_jail = not wants.jail_resource or resources.get(wants.jail_resource, 0) > 0
-        runs_attempts = offers_jail and resources.get("CPU", 0) >= wants.cpus_per_attempt
-        contained = seen["isolation"] in ("bwrap", "unshare")
-        findings = [
-            Finding("soak", seen["soak"], seen["soak"] == here["soak"],
-                    "" if seen["soak"] == here["soak"] else f"install soak {here['soak']} there",
-                    critical=seen["soak"] != here["soak"]),
-            Finding("python", seen["python"], seen["python"] == here["python"],
-                    "" if seen["python"] == here["python"] else f"Ray needs Python {here['python']} on every node",
-                    critical=seen["python"] != here["python"]),
-            Finding("jail", f"{seen['isolation']}; offers {wants.jail_resource or 'no resource'}: "
-                    f"{resources.get(wants.jail_resource, 0):g}" if wants.jail_resource else seen["isolation"],
-                    contained or not offers_jail,
-                    "" if contained or not offers_jail else f"install bubblewrap there, or stop offering "
-                    f"{wants.jail_resource}: attempts there would run uncontained", critical=not contained and
-                    offers_jail and bool(wants.jail_resource)),
-            Finding("attempts", "takes attempts" if runs_attempts else "takes none (no "
-                    f"{wants.jail_resource if not offers_jail else 'CPU'})", True),
-            Finding("tasks", f"{config.suite}: {seen['tasks']}" + (" tasks" if isinstance(seen["tasks"], int) else ""),
-                    isinstance(seen["tasks"], int), "" if isinstance(seen["tasks"], int) else
-                    "tasks travel with each attempt; only `soak try` there reads the suite itself"),
-            Finding("cores", f"{resources.get('CPU', 0):g} declared to Ray of {seen['cores']}; "
-                    f"{max(0.0, seen['cores'] - seen['load']):.1f} free (load {seen['load']:.1f})", True),
-        ]
-        tables[f"node {node_label(node['NodeID'])} ({node['NodeManagerAddress']})"] = findings
-    return tables
+    here = node_facts(config.suite)
+    return {f"node {node_label(node['NodeID'])} ({node['NodeManagerAddress']})": node_table(config, node, seen, here)
+            for node, seen in zip(nodes, facts, strict=True)}
+
+
+def node_table(config: SoakConfig, node: dict[str, Any], seen: dict[str, Any], here: dict[str, Any]) -> list[Finding]:
+    """soak's version and Python against this machine's, the jail that works there beside whether the node takes
+    attempts (it offers their cores and the jail's resource), the suite, its cores. Critical: another soak or Python
+    (Ray would refuse the node, or run other code), or a node that offers the jail's resource without a jail."""
+    wants, resources = config.cluster, node["Resources"]
+    offered = resources.get(wants.jail_resource, 0) if wants.jail_resource else None
+    takes = offered != 0 and resources.get("CPU", 0) >= wants.cpus_per_attempt
+    uncontained = takes and not seen["contained"]
+    jail = seen["isolation"] + ("" if offered is None else f"; offers {wants.jail_resource}: {offered:g}")
+    found = isinstance(seen["tasks"], int)
+    return [
+        Finding("soak", seen["soak"], seen["soak"] == here["soak"], "" if seen["soak"] == here["soak"] else
+                f"install soak {here['soak']} there", critical=seen["soak"] != here["soak"]),
+        Finding("python", seen["python"], seen["python"] == here["python"], "" if seen["python"] == here["python"]
+                else f"Ray needs Python {here['python']} on every node", critical=seen["python"] != here["python"]),
+        Finding("jail", jail, not uncontained, "" if not uncontained else "install bubblewrap there"
+                + (f", or stop offering {wants.jail_resource}" if offered else ""),
+                critical=uncontained and bool(offered)),
+        Finding("attempts", "takes attempts" if takes else
+                f"takes none (no {wants.jail_resource if offered == 0 else 'CPU'})"),
+        Finding("tasks", f"{config.suite}: {seen['tasks']}" + (" tasks" if found else ""), found, "" if found else
+                "tasks travel with each attempt; only `soak try` there reads the suite itself"),
+        Finding("cores", f"{resources.get('CPU', 0):g} declared to Ray of {seen['cores']}; "
+                f"{max(0.0, seen['cores'] - seen['load']):.1f} free (load {seen['load']:.1f})"),
+    ]

@@ -4,11 +4,13 @@ with its own cores and the jail's resource; the night's driver is a `soak run --
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from soak import __version__
@@ -168,3 +170,26 @@ def test_an_external_agent_runs_on_the_workers_behind_a_proxy_of_their_own(tmp_p
     for attempt in (run.attempt(*key) for key in run.attempt_keys()):
         assert [(c.role, c.node) for c in attempt.calls] == [("agent", attempt.row.node)]
         assert "wrote" in (attempt.layout.path / "round-1" / "agent" / "output.txt").read_text()
+
+
+def test_stopping_the_night_kills_the_attempts_on_the_nodes(tmp_path, cluster):
+    """SIGTERM to the driver (`soak stop`) mid-attempt: the attempts on the nodes are cancelled there, the agent's
+    processes killed, and each is a `cancelled` row of the node it ran on."""
+    from tests.helpers import EXERCISM_SUITE, script_night_args
+
+    marker = f"soak-cluster-stop-{os.getpid()}"
+    sleeper = "import time\ntime.sleep(600)\n"
+    running = lambda: [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]  # noqa: E731
+    with SimServer(Scenario.model_validate({}), suite=EXERCISM_SUITE) as sim:
+        arguments = script_night_args(tmp_path, sim.base_url, sleeper, marker)
+        arguments[arguments.index("--tasks") + 1] = "2"
+        driver = subprocess.Popen([*SOAK, *arguments, "--cluster", cluster.address, "--concurrency", "2"],
+                                  stdout=(tmp_path / "stop.log").open("wb"), stderr=subprocess.STDOUT,
+                                  env={**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data")})
+        wait_until(lambda: len(running()) >= 2, timeout=120, interval=0.2, what="both agents asleep on the nodes",
+                   process=driver, detail=lambda: (tmp_path / "stop.log").read_text()[-3000:])
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=120) == 130, (tmp_path / "stop.log").read_text()[-3000:]
+    wait_until(lambda: not running(), timeout=60, interval=0.2, what="the agents killed on their nodes")
+    run = load_run(tmp_path / "data" / "night")
+    assert list(run.tasks["outcome"]) == ["cancelled"] * 2 and all(n.startswith("worker-") for n in run.tasks["node"])
