@@ -29,7 +29,7 @@ from soak.export.atif import (
     Trajectory,
 )
 from soak.export.conversation import agent_round, soak_messages
-from soak.export.steps import Thread, soak_extra, walk
+from soak.export.steps import ATTEMPT_FIELDS, Thread, soak_extra, walk
 from soak.files import describe_validation_error, write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
@@ -58,8 +58,7 @@ class Exported:
 
 def round_facts(rounds: list[RoundRow]) -> list[dict[str, Any]]:
     """Each judged round as rounds.csv keeps it (the attempt names it once: the trajectory's session)."""
-    return [item.model_dump(mode="json", exclude={"schema_version", "run_id", "task_id", "cycle", "repeat", "session"})
-            for item in rounds]
+    return [item.model_dump(mode="json", exclude=ATTEMPT_FIELDS) for item in rounds]
 
 
 def verdict_text(verdict: RoundRow | None) -> str:

@@ -96,14 +96,11 @@ def test_an_attempts_folder_comes_back_from_its_node_without_what_must_not(tmp_p
     assert back.joinpath(*["d"] * 200, "bottom.txt").read_text() == "down here"
 
 
-@pytest.mark.parametrize("address, said", [
-    (f"127.0.0.1:{free_port()}", "no Ray cluster answers there"),
-    ("not an address", "no Ray cluster answers there"),
-])
-def test_a_cluster_that_does_not_answer_is_bad_input_before_any_folder(soak, data_dir, address, said):
-    started = time.monotonic()
+@pytest.mark.parametrize("address", ["127.0.0.1:{closed}", "not an address"])
+def test_a_cluster_that_does_not_answer_is_bad_input_before_any_folder(soak, data_dir, address):
+    address, started = address.format(closed=free_port()), time.monotonic()
     result = soak("run", "--cluster", address, "--tasks", "1", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    assert result.exit_code == 2 and said in result.output and address in result.output
+    assert result.exit_code == 2 and "no Ray cluster answers there" in result.output and address in result.output
     assert time.monotonic() - started < 30 and not data_dir.exists()
 
 
