@@ -345,12 +345,17 @@ class Runner(RowListener):
         task = routed(task, route)
         row = await self.run_try(task, cycle, repeat, workdir, route)
         if row.outcome == "node_lost" and self.scheduling:  # the cluster's fault: once more, on another node
+            self.lost(row, "retried on another node")
             self.record(row)
-            name = attempt_name(task.id, cycle, repeat)
-            self.folder.event("node_lost", f"{name} lost with its node ({row.error_kind}): retried on another node",
-                              row.node or "?")
             row = await self.run_try(task, cycle, repeat, workdir, route)
+        if row.outcome == "node_lost":
+            self.lost(row, "redone on resume")
         self.record(row)
+
+    def lost(self, row: TaskRow, then: str) -> None:
+        """A try lost with its cluster node: an event naming the node as its source (the report counts per node)."""
+        self.folder.event("node_lost", f"{attempt_name(row.task_id, row.cycle, row.repeat)} lost with its node "
+                          f"({row.error_kind}): {then}", row.node or "?")
 
     async def run_try(self, task: TaskSpec, cycle: int, repeat: int, workdir: Path, route: "Route | None") -> TaskRow:
         """One try of an attempt, in flight while it runs; its row, whatever ended it."""

@@ -206,17 +206,13 @@ def call_errors(calls: pd.DataFrame, n: int = 10) -> pd.DataFrame:
 
 
 def per_node(tasks: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """Attempts and outcomes per cluster node (`soak run --cluster`), so a bad worker shows: the attempts that count,
-    their passes and pass rate over model outcomes, the stack's and the harness's errors, the median duration, and
-    the tries lost with the node (each retried elsewhere; its `node_lost` event names the node). Empty on one
-    machine."""
-    ran = tasks[tasks["node"] != ""]
+    """Attempts and outcomes per cluster node (`soak run --cluster`), so a bad worker shows: the attempts that count
+    and finished there, their passes and pass rate over model outcomes, the stack's and the harness's errors, the
+    median duration, and the tries lost with the node (each a `node_lost` event naming it). Empty on one machine."""
+    ran = tasks[(tasks["node"] != "") & (tasks["outcome"] != "node_lost")]
     lost = events[events["kind"] == "node_lost"]["source"].value_counts()
-    if ran.empty and lost.empty:
-        return pd.DataFrame()
-    nodes = sorted(set(ran["node"]) | set(lost.index))
     rows = []
-    for node in nodes:
+    for node in sorted(set(ran["node"]) | set(lost.index)):
         here = ran[ran["node"] == node]
         model = int(here["outcome"].isin(MODEL_OUTCOMES).sum())
         passes = int((here["outcome"] == "pass").sum())

@@ -62,6 +62,11 @@ def test_a_try_lost_twice_is_not_tried_a_third_time_and_a_resume_redoes_it(tmp_p
     run(folder, info, config, LostOnce({"task-1"}, always=True), tasks=tasks)
     assert [(r.task_id, r.outcome) for r in tasks_of(folder) if r.task_id == "task-1"] == [("task-1", "node_lost")] * 2
     assert finished_attempts(tasks_of(folder)) == {(1, 1, "task-0")}  # a resume runs task-1 again unasked
+    record = load_run(folder.path)
+    nodes = agg.per_node(record.tasks, record.events).set_index("node")
+    assert (nodes.loc["a/0000aaaa", "lost"], nodes.loc["a/0000aaaa", "attempts"]) == (2, 0)
+    assert list(record.events[record.events["kind"] == "node_lost"]["detail"].str.rsplit(": ", n=1).str[-1]) == [
+        "retried on another node", "redone on resume"]
 
 
 def test_a_lost_node_neither_fills_the_error_budget_nor_clears_a_failing_stack():
