@@ -22,6 +22,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -149,24 +150,13 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
 
 async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,
                       events: asyncio.Queue[Event | None]) -> TaskRow:
-    """The attempt as this machine runs it (soak.night.wiring's task functions); None on `events` when it ends."""
-    from soak.night.wiring import AgentTasks
+    """The attempt as this machine runs it (soak.night.wiring.local_attempts); None on `events` when it ends."""
+    from soak.night.wiring import local_attempts
 
     try:
-        if config.mode == "agent":
-            from soak.agent.external import AgentNight
-
-            external = AgentNight(config)
-            await external.start()
-            try:
-                return await external(task, context)
-            finally:
-                await external.close()
-        agent = AgentTasks(config, routing)
-        try:
-            return await agent(task, context)
-        finally:
-            await agent.close()
+        async with AsyncExitStack() as cleanup:
+            attempts = await local_attempts(config, routing, None, cleanup)
+            return await attempts(task, context)
     finally:
         events.put_nowait(None)
 

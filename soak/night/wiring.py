@@ -128,6 +128,22 @@ class AgentTasks:
             await endpoint.close()
 
 
+async def local_attempts(config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None,
+                         cleanup: AsyncExitStack) -> TaskFn:
+    """The task function that runs attempts on this machine, closed by `cleanup`: the external agent behind its
+    recording proxy (mode "agent") or soak's delegation loop. A cluster node runs its attempts with it too."""
+    if config.mode == "agent":
+        from soak.agent.external import AgentNight
+
+        external = AgentNight(config, judge)
+        await external.start()
+        cleanup.push_async_callback(external.close)
+        return external
+    agent = AgentTasks(config, routing, judge)
+    cleanup.push_async_callback(agent.close)
+    return agent
+
+
 def run_night(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec],
               options: SessionOptions | None = None) -> RunEnd:
     """Run one session in the foreground, with the pid file in place while it runs."""
@@ -214,17 +230,8 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
             task_fn = ClusterTasks(config, info.routing)
             folder.event("note", f"attempts run on the Ray cluster at {config.cluster.address}: "
                          f"{len([n for n in ray.nodes() if n['Alive']])} nodes", "cluster")
-        if task_fn is None and config.mode == "agent":
-            from soak.agent.external import AgentNight
-
-            external = AgentNight(config, options.judge)
-            await external.start()
-            cleanup.push_async_callback(external.close)
-            task_fn = external
         if task_fn is None:
-            agent = AgentTasks(config, info.routing, options.judge)
-            cleanup.push_async_callback(agent.close)
-            task_fn = agent
+            task_fn = await local_attempts(config, info.routing, options.judge, cleanup)
         runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=options.detached,
                         retry=options.retry, started_at=options.started_at)
         stats.in_flight = lambda: [

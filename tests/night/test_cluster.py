@@ -179,7 +179,10 @@ def test_stopping_the_night_kills_the_attempts_on_the_nodes(tmp_path, cluster):
 
     marker = f"soak-cluster-stop-{os.getpid()}"
     sleeper = "import time\ntime.sleep(600)\n"
-    running = lambda: [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]  # noqa: E731
+    def running() -> list[psutil.Process]:  # the agents' own Pythons, not the jail around them
+        return [p for p in psutil.process_iter(["cmdline"]) if (cmd := p.info["cmdline"] or [])
+                and marker in cmd and Path(cmd[0]).name.startswith("python")]
+
     with SimServer(Scenario.model_validate({}), suite=EXERCISM_SUITE) as sim:
         arguments = script_night_args(tmp_path, sim.base_url, sleeper, marker)
         arguments[arguments.index("--tasks") + 1] = "2"
