@@ -40,8 +40,8 @@ from soak.tasks.spec import TaskSpec
 INSTALL = "pip install 'soak[cluster]'"
 CONNECT_SECONDS = 5.0
 Event = tuple[str, Any]
-"""What an attempt on a node streams back: ("node", label), ("call", CallRow), ("step", (round, role)), ("round",
-RoundRow), ("files", tar bytes), ("row", TaskRow)."""
+"""What an attempt on a node streams back: ("node", (label, Ray's node id)), ("call", CallRow), ("step", (round,
+role)), ("round", RoundRow), ("files", tar bytes), ("row", TaskRow)."""
 
 
 def ray_module() -> Any:
@@ -122,8 +122,9 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
     before the task ends."""
     import ray
 
-    label = node_label(ray.get_runtime_context().get_node_id())
-    yield "node", label
+    node_id = ray.get_runtime_context().get_node_id()
+    label = node_label(node_id)
+    yield "node", (label, node_id)
     workdir = Path(tempfile.mkdtemp(prefix="soak-attempt-"))
     loop = asyncio.new_event_loop()
     events: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -209,7 +210,7 @@ class ClusterTasks:
     async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
         from ray.exceptions import RayError, RayTaskError
 
-        started, slot = time.time(), (context.session, context.cycle, context.repeat, task.id)
+        started, slot, node_id = time.time(), (context.session, context.cycle, context.repeat, task.id), ""
         avoid = self.lost.get(slot, [])
         options = {"label_selector": {"ray.io/node-id": f"!in({','.join(avoid)})"}} if avoid else {}
         place = Place(context.run_id, context.session, context.cycle, context.repeat, context.route)
@@ -220,7 +221,7 @@ class ClusterTasks:
             async for ref in stream:
                 kind, value = await ref
                 if kind == "node":
-                    context.node = value
+                    context.node, node_id = value
                 elif kind == "call":
                     context.totals.add(value)
                     context.on_call(value)
@@ -238,15 +239,11 @@ class ClusterTasks:
         except RayTaskError:  # the attempt itself raised on the node: soak's bug, a harness_error with its traceback
             raise
         except RayError as error:  # the node, its raylet or the worker process died under the attempt
-            if context.node:
-                self.lost.setdefault(slot, []).append(self.node_id(context.node))
+            if node_id:
+                self.lost.setdefault(slot, []).append(node_id)
             return task_row(task, context, started_at=started, duration_s=time.time() - started,
                             ending=Ending("node_lost", type(error).__name__, str(error)))
         raise RuntimeError(f"the attempt of {task.id} on {context.node or 'its node'} ended without its row")
-
-    def node_id(self, label: str) -> str:
-        prefix = label.rsplit("/", 1)[-1]
-        return next((node["NodeID"] for node in self.ray.nodes() if node["NodeID"].startswith(prefix)), prefix)
 
 
 # --- soak doctor --cluster --------------------------------------------------------------------------------------------
