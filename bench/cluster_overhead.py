@@ -2,7 +2,7 @@
 at equal cores.
 
 One `soak sim` in its own process serves both nights (a TTFT per call, so an attempt is mostly waiting, as against a
-real server); the suite is the bank's first `--tasks` tasks with their real tests, judged in the jail. The local
+real server); each night is `--tasks` attempts over the built-in bank, their real tests judged in the jail. The local
 night runs `soak run --concurrency N`; the cluster night runs the same with `--cluster` against a Ray cluster started
 here: a head with no cores and one worker node offering N attempt slots (`--num-cpus N`, `soak_jail: N`), so both
 nights hold N attempts at once on the same cores, the cluster's with Ray's processes, the object store and shipping

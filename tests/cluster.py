@@ -1,6 +1,5 @@
 """A real Ray cluster on this machine for the cluster tests and bench: a head and worker nodes, each a `ray start
---block` process in a session of its own, so killing a node's process group is that node dying (its raylet, object
-store and workers)."""
+--block` process in a session of its own, started one at a time (two starting at once can pick the same free port)."""
 
 import contextlib
 import json
@@ -19,6 +18,8 @@ RAY = str(Path(sys.executable).parent / "ray")
 
 
 class LocalCluster:
+    """The nodes by name; `kill` is a node dying as a machine would."""
+
     def __init__(self, logs: Path):
         self.port, self.logs = free_port(), logs
         self.address = f"127.0.0.1:{self.port}"
