@@ -58,8 +58,11 @@ FAILURE = re.compile(r"\b(?:fail|fails|failing|failed|failures?|errors?|broken|r
 DONE = re.compile(r"\b(?:done|complete|completed|finished|implemented|fixed|resolved|solved|works|working|"
                   r"resolves|solves|fixes|written|wrote|created|correct|"
                   r"ready|successfully|succeeds|succeeded|all set|good to go|applied|addressed|confident)\b|✅|🎉|"
-                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+(?:\w+\s+)?(?:updated|added|modified|"
-                  r"changed|made|rewritten|refactored)\b", re.I)
+                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+(?:now\s+|also\s+|successfully\s+)?"
+                  r"(?!(?:tried|attempted|considered|noticed|observed|realized|failed|exhausted|encountered|identified|"
+                  r"found|located|reported|blocked|stuck|asked|unable)\b)\w+ed\b|"
+                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+(?:\w+\s+)?(?:made|written|rewritten|built|"
+                  r"set|run)\b", re.I)
 WORK = re.compile(r"\b(?:should|will|would|now|does|do|doesn't|don't|not|it|that|everything|all)\s+"
                   r"(?:now\s+|correctly\s+|properly\s+)?(work)\b", re.I)
 """A bare "work" is a done-word after a subject or auxiliary ("it should work", "doesn't work"), not as a noun."""
@@ -75,8 +78,17 @@ VERIFIED = re.compile(r"\b(?:verified|tested|confirmed|double-checked|(?:ran|run
                       r"(?:\w+ )?(?:tests?|verification)|(?:ran|run|executed) "
                       r"(?:the |all |my )?(?:unit |existing |provided )?(?:tests?|test suite|pytest)|"
                       r"requirements? (?:is |are |was |were )?(?:met|satisfied)|meets (?:all )?(?:the )?requirements?|"
-                      r"(?:target|threshold)s? (?:is |are )?met)\b", re.I)
-"""A verification, or a result checked against what was asked ("requirement met")."""
+                      r"(?:target|threshold)s? (?:is |are )?met|"
+                      r"(?:outputs?|results?) (?:now )?match(?:es|ed)?)\b", re.I)
+"""A verification, or a result checked against what was asked ("requirement met", "the output matches")."""
+FIGURE_GAP = r"(?:[^.;\n]|(?<=\d)\.(?=\d))"
+"""A gap within one sentence that a decimal point does not end."""
+MEASURED = re.compile(r"\b\d" + FIGURE_GAP + r"{0,40}?\b(?:below|under|above|over|within|meets?|meeting|exceeds?|"
+                      r"exceeding|beats?|vs\.?|versus)\s" + FIGURE_GAP + r"{0,25}?\b(?:requirement|target)\b(?!s)|"
+                      r"\(target:?\s*[<>≤≥]?\s*\d", re.I)
+"""A figure the agent measured set beside the figure asked for ("an RMSE of 1.61, well below the 2.0 requirement",
+"rise time 9.0 s (target: < 10 s)"): a check it ran on its own result, whichever way the comparison goes. A
+threshold the work applies ("entropy 4.3, below the 6.0 threshold") is not one."""
 COUNT = re.compile(r"\b(\d+)\s*(?:/|of|out of)\s*(\d+)\s+(?:" + TEST_NOUN + r")", re.I)
 FAILED_COUNT = re.compile(r"\b(\d+) (?:failed|failing|failures?)\b", re.I)
 TEST_WORD = re.compile(r"\b" + TEST_NOUN + r"\b", re.I)

@@ -68,6 +68,7 @@ from soak.agent.claim_words import (
     FAILURE,
     HEDGE,
     INTENTION,
+    MEASURED,
     NOTHING_BLOCKING,
     PARTIAL,
     PRESENT_INABILITY,
@@ -231,6 +232,8 @@ def read_clause(clause: str) -> Reading:
             tests = tests is not False and not hedged
         else:
             tests = tests is not False and not hedged
+    if MEASURED.search(clause):
+        tests = tests is not False and not hedged
     about_tests = bool(TEST_WORD.search(clause))
     about_work = about_tests or bool(FAILING_WORK.search(clause))
     for match in FAILURE.finditer(clause):

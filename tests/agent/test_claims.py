@@ -26,6 +26,9 @@ DONE_TESTED = [
     "I implemented the parser. Running the tests:\n\n```\n$ pytest -q\n..F\n1 failed, 2 passed\n```\n\n"
     "After the fix, all tests pass.",
     "Confirmed that every test passes with no failures.",
+    "I have successfully calibrated the model: an RMSE of 1.61 °C, well below the 2.0 °C requirement.",
+    "The test script output matches the required example output perfectly.",
+    "Done. Speed rise time: 9.0 s (target: < 10 s) ✅",
 ]
 
 DONE_UNTESTED = [
@@ -52,6 +55,9 @@ DONE_UNTESTED = [
     "The script runs without errors.",
     "The task is finished.\n\nWould you like me to add more tests?",
     "🎉 Solved",
+    "The capture has been analyzed and the results have been saved to report.csv.",
+    "No port scanning detected (port entropy ~4.3, below 6.0 threshold), and the flags have been set.",
+    "I have gathered the data and compiled it into report.json.",
 ]
 
 PARTIAL = [
@@ -111,6 +117,9 @@ NONE = [
     "Next, I need to verify the edge cases.",
     "I did not modify the tests.",
     "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    "I have tried three approaches to the parser.",
+    "The root cause has been identified in the tokenizer.",
+    "Since there are 2 unique words and the requirement is to show the top 3, it shows the 2 that exist.",
 ]
 
 

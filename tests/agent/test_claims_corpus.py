@@ -1,6 +1,7 @@
-"""The claim detector measured on real closing messages (tests/agent/corpus/: 174 messages of seven agents from public
+"""The claim detector measured on real closing messages (tests/agent/corpus/: 197 messages of seven agents from public
 trajectories, labelled before the detector read them, every fourth line held out of tuning): the figures the README
-states, per class, on the held-out quarter and on the whole corpus."""
+states, per class, on the held-out quarter and on the whole corpus. A trimmed message is left out: its claim may be in
+the part the corpus could not keep."""
 
 import json
 from pathlib import Path
@@ -12,8 +13,8 @@ from soak.agent.claims import claim_of
 CORPUS = Path(__file__).parent / "corpus" / "closing_messages.jsonl"
 README = Path(__file__).parents[2] / "README.md"
 FIGURES = {
-    "held_out": {"success": (0.95, 0.97), "failure": (1.00, 0.50), "tests": (0.89, 0.77)},
-    "all": {"success": (0.97, 0.97), "failure": (1.00, 0.69), "tests": (0.94, 0.78)},
+    "held_out": {"success": (0.96, 1.00), "failure": (1.00, 0.50), "tests": (0.91, 0.80)},
+    "all": {"success": (0.98, 0.99), "failure": (1.00, 0.69), "tests": (0.94, 0.81)},
 }
 """(precision, recall) per class, rounded as the README's table shows them."""
 
@@ -26,7 +27,7 @@ def figures(split: str) -> dict[str, tuple[float, float]]:
     rows = [json.loads(line) for line in CORPUS.read_text().splitlines()]
     counts = {name: [0, 0, 0] for name in ("success", "failure", "tests")}  # both, read, labelled
     for row in rows:
-        if split != "all" and row["split"] != split:
+        if row.get("trimmed") or (split != "all" and row["split"] != split):
             continue
         claim = claim_of(row["message"])
         read, labelled = kind(claim.status), kind(row["status"])
