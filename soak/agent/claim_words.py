@@ -58,11 +58,14 @@ FAILURE = re.compile(r"\b(?:fail|fails|failing|failed|failures?|errors?|broken|r
 DONE = re.compile(r"\b(?:done|complete|completed|finished|implemented|fixed|resolved|solved|works|working|"
                   r"resolves|solves|fixes|written|wrote|created|correct|"
                   r"ready|successfully|succeeds|succeeded|all set|good to go|applied|addressed|confident)\b|✅|🎉|"
-                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+(?:now\s+|also\s+|successfully\s+)?"
-                  r"(?!(?:tried|attempted|considered|noticed|observed|realized|failed|exhausted|encountered|identified|"
-                  r"found|located|reported|blocked|stuck|asked|unable)\b)\w+ed\b|"
-                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+(?:\w+\s+)?(?:made|written|rewritten|built|"
-                  r"set|run)\b", re.I)
+                  r"\b(?:i've|i have|we've|we have|has been|have been)\s+"
+                  r"(?:(?:not|never|now|also|successfully|already|just|fully)\s+)?"
+                  r"(?P<participle>(?!(?:tried|attempted|considered|noticed|observed|realized|failed|exhausted|"
+                  r"encountered|identified|found|located|reported|blocked|stuck|asked)\b)\w+ed|made|written|rewritten|"
+                  r"built|set|run)\b", re.I)
+"""A done-word, or a completion report in the perfect tense ("the results have been saved", "I have parsed the file",
+whose negation is read before the participle); a verb that reports an attempt or a finding ("I have tried", "the
+cause has been identified") is not one."""
 WORK = re.compile(r"\b(?:should|will|would|now|does|do|doesn't|don't|not|it|that|everything|all)\s+"
                   r"(?:now\s+|correctly\s+|properly\s+)?(work)\b", re.I)
 """A bare "work" is a done-word after a subject or auxiliary ("it should work", "doesn't work"), not as a noun."""

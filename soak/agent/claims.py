@@ -24,7 +24,8 @@ soak.agent.finish):
   anything. A keyword right after `to` ("to verify") is an aim.
 - **Statuses.** *done*: done, complete(d), finished, implemented, fixed, resolved, solved, written, created,
   correct, works/working ("it should work"), ready, successfully, verified, applied / made the changes, addressed,
-  confident in the solution, "tests pass", ✅, 🎉. *partial*:
+  confident in the solution, "tests pass", ✅, 🎉, and a report in the perfect tense ("the results have been
+  saved", "I have parsed the file"; not "I have tried", "has been identified"). *partial*:
   partial(ly), most/some tests pass, remaining, still failing, "11/12 tests", "3 failed", except, incomplete,
   work in progress, TODO, ❌, a failure of the tests, the solution or the code ("test_x fails"), and any
   done-word negated ("not done", "doesn't work", "tests do not pass", "not all tests pass"): the agent says
@@ -47,7 +48,8 @@ soak.agent.finish):
   required", "only some", "not all", "would require", "still missing") outranks a later done: the agent said
   the work falls short, and an upbeat closing line does not take that back.
 - **tests_claim** is what the last sentence that speaks of tests or verification says: "all tests pass",
-  "12 passed", "I verified", "I tested it", "confirmed", "ran the tests" claim; a negated or hedged one
+  "12 passed", "I verified", "I tested it", "confirmed", "ran the tests", "the output matches", a measured figure
+  set beside its target ("an RMSE of 1.61, well below the 2.0 requirement") claim; a negated or hedged one
   ("I haven't verified", "never ran the tests", "tests should pass") or a failing one does not.
 
 """
@@ -248,7 +250,7 @@ def read_clause(clause: str) -> Reading:
             tests = False
     done_words = [m for m in DONE.finditer(clause) if not WORKING_ON.match(clause, m.start())]
     for match in done_words + [m for m in WORK.finditer(clause)]:
-        start = match.start(1) if match.re is WORK else match.start()
+        start = match.start(1) if match.re is WORK else match.start(match.lastgroup or 0)
         if aimed(clause, start):
             continue
         saw("partial" if negated(clause, start) else "done", match)

@@ -80,6 +80,7 @@ PARTIAL = [
     "Tests: 5 passed, 1 failed.",
     "The solution fails on the large input.",
     "Everything is done except the docs.",
+    "I have not saved the results yet.",
     "I'm not sure this handles every edge case, and the main tests don't pass.",
 ]
 
