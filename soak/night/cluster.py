@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from soak import __version__
 from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.config import SoakConfig
@@ -125,7 +127,7 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
     node_id = ray.get_runtime_context().get_node_id()
     label = node_label(node_id)
     yield "node", (label, node_id)
-    workdir = Path(tempfile.mkdtemp(prefix="soak-attempt-"))
+    workdir = attempt_folder()
     loop = asyncio.new_event_loop()
     events: asyncio.Queue[Event | None] = asyncio.Queue()
     context = AttemptContext(
@@ -147,6 +149,20 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
     finally:
         loop.close()
         remove_tree(workdir)
+
+
+ATTEMPT_PREFIX = "soak-attempt-"
+
+
+def attempt_folder() -> Path:
+    """A new work folder named for this worker process, once the folders of dead workers are gone: a head killed with
+    SIGKILL takes its job's workers down before their own cleanup runs, and the next attempt on the node clears what
+    they left."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*-*"):
+        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0]
+        if owner.isdigit() and not psutil.pid_exists(int(owner)):
+            remove_tree(folder)
+    return Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{os.getpid()}-"))
 
 
 async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,

@@ -7,6 +7,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from soak import __version__
+from soak.night.cluster import ATTEMPT_PREFIX
 from soak.record.read import attempt_key, latest_attempts, load_run, read_rows
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.server import Scenario, SimServer
@@ -23,6 +25,16 @@ from tests.night.test_loop import write_bank
 
 pytestmark = pytest.mark.slow
 SOAK = [sys.executable, "-m", "soak.cli"]
+
+
+def attempt_folders() -> dict[Path, int]:
+    """The attempt folders on this machine, each with the worker process it is named for."""
+    found = {}
+    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*-*"):
+        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0]
+        if owner.isdigit():
+            found[folder] = int(owner)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +148,15 @@ def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_pat
                    detail=log("killed"))
         driver.kill()
         driver.wait()
+        cut_short = attempt_folders()  # on the nodes (here, this machine's /tmp)
+        assert cut_short
+        wait_until(lambda: not any(psutil.pid_exists(owner) for owner in cut_short.values()), timeout=60,
+                   interval=0.2, what="the killed driver's workers gone with it")
         before = rows(data / "killed")
         resume = subprocess.run([*SOAK, "run", "--resume", "killed", "--quiet"], capture_output=True, text=True,
                                 env={**os.environ, "SOAK_DATA_DIR": str(data)}, timeout=300)
         assert resume.returncode == 0, resume.stdout[-3000:] + resume.stderr[-3000:]
+    assert not any(folder.exists() for folder in cut_short)  # the resume's attempts cleared what the dead workers left
     after = rows(data / "killed")
     assert after[:len(before)] == before  # nothing recorded was lost or rewritten
     keys = Counter((r.task_id, r.cycle, r.repeat, r.session, r.node) for r in after)

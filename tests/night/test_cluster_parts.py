@@ -3,13 +3,15 @@ on resume, never the stack's fault), the work folder's trip back from a node, pe
 
 import os
 import stat
+import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
 from soak.agent.attempt import AttemptContext, Ending, task_row
-from soak.night.cluster import packed, unpacked
+from soak.night.cluster import ATTEMPT_PREFIX, attempt_folder, packed, unpacked
 from soak.night.loop import InfraWindow, finished_attempts
 from soak.record.read import load_run
 from soak.record.schema import RunLimits, TaskRow
@@ -99,6 +101,25 @@ def test_an_attempts_folder_comes_back_from_its_node_without_what_must_not(tmp_p
     assert not (back / "workspace" / "passwd").is_symlink() and not (back / "workspace" / "pipe").exists()
     assert not os.stat(back / "workspace" / "shell").st_mode & (stat.S_ISUID | stat.S_ISGID)
     assert back.joinpath(*["d"] * 200, "bottom.txt").read_text() == "down here"
+
+
+def test_a_nodes_next_attempt_clears_the_folders_of_workers_that_died_with_them(tmp_path, monkeypatch):
+    """A folder whose worker is gone (a head killed with SIGKILL takes its workers down before their cleanup) goes,
+    unwritable parts and all; a live worker's folder and any folder not named for a worker stay."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"{ATTEMPT_PREFIX}{gone.pid}-x1y2"
+    (dead / "workspace").mkdir(parents=True)
+    (dead / "workspace" / "solution.py").write_text("x = 1\n")
+    os.chmod(dead / "workspace", 0o500)
+    live = tmp_path / f"{ATTEMPT_PREFIX}{os.getppid()}-a1b2"
+    other = tmp_path / f"{ATTEMPT_PREFIX}k3j4l5"
+    live.mkdir()
+    other.mkdir()
+    folder = attempt_folder()
+    assert not dead.exists() and live.is_dir() and other.is_dir()
+    assert folder.parent == tmp_path and folder.name.startswith(f"{ATTEMPT_PREFIX}{os.getpid()}-")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:{closed}", "not an address"])
