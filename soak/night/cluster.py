@@ -76,23 +76,23 @@ def unreachable(address: str, error: Exception) -> BadInput:
                     "(README: Beyond one machine)")
 
 
-def connect(address: str, config: SoakConfig | None = None) -> Any:
-    """Join the cluster as its driver; the API keys of the endpoints in use go to the attempts' workers as environment
-    variables (they call the model), nothing else of this environment does. Bad address: one BadInput."""
+def connect(address: str) -> Any:
+    """Join the cluster as its driver, with nothing of this environment. Bad address: one BadInput."""
     ray = ray_module()
     if ray.is_initialized():
         return ray
     check_cluster(address)
-    keys = {} if config is None else {
-        name: os.environ[name] for endpoint in config.endpoints.values()
-        if (name := endpoint.api_key_env) and name in os.environ
-    }
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
-                 runtime_env={"env_vars": keys} if keys else None)
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise unreachable(address, error) from None
     return ray
+
+
+def api_keys(config: SoakConfig) -> dict[str, str]:
+    """The API keys of the endpoints in use, by their variable's name: every attempt calls the model."""
+    return {name: os.environ[name] for endpoint in config.endpoints.values()
+            if (name := endpoint.api_key_env) and name in os.environ}
 
 
 @cache
@@ -118,11 +118,15 @@ class Place:
     route: str
 
 
-def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, place: Place) -> Iterator[Event]:
-    """One attempt, run on the node Ray placed it on, its events streamed back as they come. Ray's cancel raises
-    KeyboardInterrupt here (closing the stream, GeneratorExit): the attempt is cancelled, its tests and agent killed,
-    before the task ends."""
+def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, place: Place,
+                    keys: dict[str, str]) -> Iterator[Event]:
+    """One attempt, run on the node Ray placed it on, its events streamed back as they come. The API keys come as an
+    argument (an object in Ray's store), never in the job's runtime environment, which the dashboard and `ray list
+    jobs` show. Ray's cancel raises KeyboardInterrupt here (closing the stream, GeneratorExit): the attempt is
+    cancelled, its tests and agent killed, before the task ends."""
     import ray
+
+    os.environ.update(keys)
 
     node_id = ray.get_runtime_context().get_node_id()
     label = node_label(node_id)
@@ -217,6 +221,7 @@ class ClusterTasks:
         self.ray, self.config, self.routing = ray, config, routing
         wants = config.cluster
         self.remote = ray.remote(attempt_on_node)
+        self.keys = ray.put(api_keys(config))
         self.declared = {"num_cpus": wants.cpus_per_attempt, "max_retries": 0, "retry_exceptions": False,
                          "memory": int(wants.memory_per_attempt_gb * 2**30) if wants.memory_per_attempt_gb else None,
                          "resources": {wants.jail_resource: 1} if wants.jail_resource else None}
@@ -232,7 +237,7 @@ class ClusterTasks:
         place = Place(context.run_id, context.session, context.cycle, context.repeat, context.route)
         name = f"soak {task.id} {context.cycle}-{context.repeat}"
         stream = self.remote.options(name=name, **self.declared, **options).remote(
-            self.config, self.routing, task, place)
+            self.config, self.routing, task, place, self.keys)
         try:
             async for ref in stream:
                 kind, value = await ref

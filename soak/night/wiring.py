@@ -225,7 +225,7 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         if task_fn is None and config.cluster.address:
             from soak.night.cluster import ClusterTasks, connect
 
-            ray = await asyncio.to_thread(connect, config.cluster.address, config)
+            ray = await asyncio.to_thread(connect, config.cluster.address)
             cleanup.callback(ray.shutdown)
             task_fn = ClusterTasks(config, info.routing)
             folder.event("note", f"attempts run on the Ray cluster at {config.cluster.address}: "

@@ -243,6 +243,8 @@ class Scenario(Strict):
     """Served model name (GET /v1/models, metric label model_name)."""
     max_model_len: int = Field(default=32768, ge=16)
     """Context length: longer prompts get HTTP 400; no max_tokens means up to the rest of it."""
+    api_key: str = ""
+    """When set, a chat request without `Authorization: Bearer <api_key>` gets HTTP 401, as `vllm serve --api-key`."""
     timing: Timing = Field(default_factory=Timing)
     coder: Coder = Field(default_factory=Coder)
     orchestrator: Orchestrator = Field(default_factory=Orchestrator)

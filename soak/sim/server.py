@@ -65,7 +65,8 @@ logging.getLogger("uvicorn.error").addFilter(QuietAborts())
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
-    kind = {400: "BadRequestError", 500: "InternalServerError", 503: "ServiceUnavailableError"}[status]
+    kind = {400: "BadRequestError", 401: "AuthenticationError", 500: "InternalServerError",
+            503: "ServiceUnavailableError"}[status]
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
@@ -220,6 +221,9 @@ class SimServer:
         received, start = time.time(), time.monotonic()
         self.requests += 1
         n = self.requests
+        if self.scenario.api_key and request.headers.get("authorization") != f"Bearer {self.scenario.api_key}":
+            return self.refuse(RequestRecord(n=n, role="chat", kind="error", status=401, received=received),
+                               "Unauthorized")
         try:
             body = check_request(await request.json())
         except ValueError as error:

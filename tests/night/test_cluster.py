@@ -170,16 +170,19 @@ def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_pat
 
 def test_an_external_agent_runs_on_the_workers_behind_a_proxy_of_their_own(tmp_path, cluster):
     """Mode agent on the cluster: the agent on each node asks the model through that node's recording proxy, writes
-    the file, and its calls come back to the head as `agent` rows of the node it ran on."""
+    the file, and its calls come back to the head as `agent` rows of the node it ran on. The server wants an API key:
+    the proxies on the nodes have it, though the Ray job carries none in its runtime environment."""
     from tests.agent.test_attacks import HONEST
     from tests.helpers import EXERCISM_SUITE, script_night_args
 
     timing = {"ttft_seconds": 0, "decode_tokens_per_second": 0, "tokens_per_chunk": 64}
-    with SimServer(Scenario.model_validate({"timing": timing}), suite=EXERCISM_SUITE) as sim:
-        arguments = script_night_args(tmp_path, sim.base_url, HONEST)
+    scenario = Scenario.model_validate({"timing": timing, "api_key": "sk-served-on-the-head"})
+    with SimServer(scenario, suite=EXERCISM_SUITE) as sim:
+        arguments = script_night_args(tmp_path, sim.base_url, HONEST, endpoint='api_key_env = "SOAK_CLUSTER_KEY"')
         arguments[arguments.index("--tasks") + 1] = "3"
         result = subprocess.run([*SOAK, *arguments, "--cluster", cluster.address], capture_output=True, text=True,
-                                env={**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data")}, timeout=300)
+                                env={**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data"),
+                                     "SOAK_CLUSTER_KEY": "sk-served-on-the-head"}, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = load_run(tmp_path / "data" / "night")
     assert list(run.tasks["outcome"]) == ["pass"] * 3 and list(run.tasks["agent_calls"]) == [1] * 3

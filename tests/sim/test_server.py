@@ -343,6 +343,14 @@ def test_bad_requests_get_400(serve) -> None:
     assert sim.stats.prompt_tokens == 0 and sim.stats.by_kind == {"invalid": 2, "error": 1}
 
 
+def test_a_server_with_an_api_key_refuses_a_request_without_it(serve) -> None:
+    sim = serve(scenario(api_key="sk-right"))
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=sim.base_url, api_key="sk-wrong").chat.completions.create(model="m", messages=TASK)
+    answer = openai.OpenAI(base_url=sim.base_url, api_key="sk-right").chat.completions.create(model="m", messages=TASK)
+    assert answer.choices[0].message is not None and sim.stats.by_kind.get("error") == 1
+
+
 def test_models_and_health(serve) -> None:
     vllm, llama = serve(), serve(engine="llama-server")
     assert [m.id for m in client(vllm).models.list()] == ["soak-sim"]
