@@ -159,14 +159,16 @@ ATTEMPT_PREFIX = "soak-attempt-"
 
 
 def attempt_folder() -> Path:
-    """A new work folder named for this worker process, once the folders of dead workers are gone: a head killed with
-    SIGKILL takes its job's workers down before their own cleanup runs, and the next attempt on the node clears what
-    they left."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*-*"):
-        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0]
-        if owner.isdigit() and not psutil.pid_exists(int(owner)):
+    """A new work folder named for this worker process (`<pid namespace>.<pid>`), once the folders of dead workers are
+    gone: a head killed with SIGKILL takes its job's workers down before their own cleanup runs, and the next attempt
+    on the node clears what they left. Only a folder of this pid namespace is judged: a container that shares /tmp
+    but not its processes cannot tell whether another's worker lives."""
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}{namespace}.*-*"):
+        pid = folder.name.removeprefix(f"{ATTEMPT_PREFIX}{namespace}.").split("-")[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             remove_tree(folder)
-    return Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{namespace}.{os.getpid()}-"))
 
 
 async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,

@@ -30,8 +30,8 @@ SOAK = [sys.executable, "-m", "soak.cli"]
 def attempt_folders() -> dict[Path, int]:
     """The attempt folders on this machine, each with the worker process it is named for."""
     found = {}
-    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*-*"):
-        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0]
+    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*.*-*"):
+        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0].split(".")[-1]
         if owner.isdigit():
             found[folder] = int(owner)
     return found

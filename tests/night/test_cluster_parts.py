@@ -105,21 +105,23 @@ def test_an_attempts_folder_comes_back_from_its_node_without_what_must_not(tmp_p
 
 def test_a_nodes_next_attempt_clears_the_folders_of_workers_that_died_with_them(tmp_path, monkeypatch):
     """A folder whose worker is gone (a head killed with SIGKILL takes its workers down before their cleanup) goes,
-    unwritable parts and all; a live worker's folder and any folder not named for a worker stay."""
+    unwritable parts and all; a live worker's folder, one of another pid namespace (a container sharing /tmp) and
+    any folder not named for a worker stay."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    namespace = os.stat("/proc/self/ns/pid").st_ino
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    dead = tmp_path / f"{ATTEMPT_PREFIX}{gone.pid}-x1y2"
+    dead = tmp_path / f"{ATTEMPT_PREFIX}{namespace}.{gone.pid}-x1y2"
     (dead / "workspace").mkdir(parents=True)
     (dead / "workspace" / "solution.py").write_text("x = 1\n")
     os.chmod(dead / "workspace", 0o500)
-    live = tmp_path / f"{ATTEMPT_PREFIX}{os.getppid()}-a1b2"
-    other = tmp_path / f"{ATTEMPT_PREFIX}k3j4l5"
-    live.mkdir()
-    other.mkdir()
-    folder = attempt_folder()
-    assert not dead.exists() and live.is_dir() and other.is_dir()
-    assert folder.parent == tmp_path and folder.name.startswith(f"{ATTEMPT_PREFIX}{os.getpid()}-")
+    kept = [tmp_path / f"{ATTEMPT_PREFIX}{namespace}.{os.getppid()}-a1b2",
+            tmp_path / f"{ATTEMPT_PREFIX}{namespace + 1}.{gone.pid}-c3d4", tmp_path / f"{ATTEMPT_PREFIX}k3j4l5"]
+    for folder in kept:
+        folder.mkdir()
+    made = attempt_folder()
+    assert not dead.exists() and all(folder.is_dir() for folder in kept)
+    assert made.parent == tmp_path and made.name.startswith(f"{ATTEMPT_PREFIX}{namespace}.{os.getpid()}-")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:{closed}", "not an address"])
