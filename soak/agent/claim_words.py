@@ -60,14 +60,14 @@ DONE = re.compile(r"\b(?:done|complete|completed|finished|implemented|fixed|reso
                   r"ready|successfully|succeeds|succeeded|all set|good to go|applied|addressed|confident)\b|✅|🎉|"
                   r"\b(?:i've|i have|we've|we have|has been|have been)\s+"
                   r"(?:(?:not|never|now|also|successfully|already|just|fully)\s+)?"
-                  r"(?P<participle>(?!(?:tried|attempted|considered|noticed|observed|realized|failed|exhausted|"
+                  r"(?P<word>(?!(?:tried|attempted|considered|noticed|observed|realized|failed|exhausted|"
                   r"encountered|identified|found|located|reported|blocked|stuck|asked)\b)\w+ed|made|written|rewritten|"
                   r"built|set|run)\b", re.I)
 """A done-word, or a completion report in the perfect tense ("the results have been saved", "I have parsed the file",
 whose negation is read before the participle); a verb that reports an attempt or a finding ("I have tried", "the
 cause has been identified") is not one."""
 WORK = re.compile(r"\b(?:should|will|would|now|does|do|doesn't|don't|not|it|that|everything|all)\s+"
-                  r"(?:now\s+|correctly\s+|properly\s+)?(work)\b", re.I)
+                  r"(?:now\s+|correctly\s+|properly\s+)?(?P<word>work)\b", re.I)
 """A bare "work" is a done-word after a subject or auxiliary ("it should work", "doesn't work"), not as a noun."""
 TESTS_PASS = re.compile(r"\b" + TEST_NOUN + r"\b[^.;]" + SPAN + r"?\b(?:pass|passes|passed|passing|succeed|succeeds|"
                         r"succeeded|green|run clean)\b|\b(?:pass|passes|passed|passing|works|worked|working)\b"

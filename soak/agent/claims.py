@@ -250,7 +250,7 @@ def read_clause(clause: str) -> Reading:
             tests = False
     done_words = [m for m in DONE.finditer(clause) if not WORKING_ON.match(clause, m.start())]
     for match in done_words + [m for m in WORK.finditer(clause)]:
-        start = match.start(1) if match.re is WORK else match.start(match.lastgroup or 0)
+        start = match.start(match.lastgroup or 0)  # a done-word's `word` group is where negation is read
         if aimed(clause, start):
             continue
         saw("partial" if negated(clause, start) else "done", match)

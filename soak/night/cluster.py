@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import platform
+import re
 import socket
 import stat
 import tarfile
@@ -164,11 +165,17 @@ def attempt_folder() -> Path:
     on the node clears what they left. Only a folder of this pid namespace is judged: a container that shares /tmp
     but not its processes cannot tell whether another's worker lives."""
     namespace = os.stat("/proc/self/ns/pid").st_ino
-    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}{namespace}.*-*"):
-        pid = folder.name.removeprefix(f"{ATTEMPT_PREFIX}{namespace}.").split("-")[0]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*"):
+        worker = worker_of(folder)
+        if worker and worker[0] == namespace and not psutil.pid_exists(worker[1]):
             remove_tree(folder)
     return Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{namespace}.{os.getpid()}-"))
+
+
+def worker_of(folder: Path) -> tuple[int, int] | None:
+    """The (pid namespace, pid) an attempt folder is named for; None for any other folder."""
+    found = re.fullmatch(re.escape(ATTEMPT_PREFIX) + r"(\d+)\.(\d+)-.*", folder.name, re.S)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from soak import __version__
-from soak.night.cluster import ATTEMPT_PREFIX
+from soak.night.cluster import ATTEMPT_PREFIX, worker_of
 from soak.record.read import attempt_key, latest_attempts, load_run, read_rows
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.server import Scenario, SimServer
@@ -29,12 +29,8 @@ SOAK = [sys.executable, "-m", "soak.cli"]
 
 def attempt_folders() -> dict[Path, int]:
     """The attempt folders on this machine, each with the worker process it is named for."""
-    found = {}
-    for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*.*-*"):
-        owner = folder.name.removeprefix(ATTEMPT_PREFIX).split("-")[0].split(".")[-1]
-        if owner.isdigit():
-            found[folder] = int(owner)
-    return found
+    return {folder: worker[1] for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*")
+            if (worker := worker_of(folder))}
 
 
 @pytest.fixture(scope="module")
