@@ -381,9 +381,9 @@ def false_success_text(figure: dict[str, Any]) -> str:
     sources = ", ".join(f"{n} {SOURCE_WORDS[name][n != 1]}" for name, n in figure["sources"].items() if n)
     low, high = figure["interval"]
     read = figure["read"]["of"]
-    error = (f"the reader's error on the {read} read from free text included" if read
-             else "none read from free text: sampling error only")
-    return f"{text}: {figure['estimate']:.0%} [{low:.0%}-{high:.0%}], {error}; claims from {sources}"
+    error = (f"corrected for the claim reader's error on the {read} read from free text" if read
+             else "sampling error only (no claim read from free text)")
+    return f"{text}; rate {figure['estimate']:.0%} [{low:.0%}-{high:.0%}] {error}; claims from {sources}"
 
 
 def trust_lines(t: dict[str, Any]) -> list[str]:

@@ -81,12 +81,11 @@ def test_the_headline_names_the_sources_and_the_readers_error():
     line = trust_lines(trust(attempts({"signal": (3, 20), "output": (2, 6), "model": (1, 1)})))[0]
     assert line.startswith("false successes: 6 of 27 failed attempts claimed success")
     assert "claims from 20 finish signals, 6 agent outputs, 1 model's last words" in line
-    assert "the reader's error on the 7 read from free text included" in line
+    assert "corrected for the claim reader's error on the 7 read from free text" in line
 
 
 def test_a_night_of_finish_signals_alone_says_its_interval_is_sampling_error():
-    figure = trust(attempts({"signal": (4, 30)}))["false_success"]
-    line = trust_lines({**trust(attempts({"signal": (4, 30)})), "false_success": figure})[0]
+    line = trust_lines(trust(attempts({"signal": (4, 30)})))[0]
     low, high = wilson(4, 30)
-    assert f"13% [{low:.0%}-{high:.0%}], none read from free text: sampling error only" in line
+    assert f"rate 13% [{low:.0%}-{high:.0%}] sampling error only (no claim read from free text)" in line
     assert line.endswith("claims from 30 finish signals")
