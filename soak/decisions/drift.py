@@ -1,0 +1,193 @@
+"""The course of the night's detector: in one figure's series of windows, the steps (ruptures' PELT, a mean shift,
+penalty PENALTY·σ²·ln n with σ the series' own noise, so a steady night raises no alarm) kept only when the two
+sides differ beyond chance and by a size that matters, and slow drift (a Mann–Kendall test, scipy), sized by a line
+from the window where it set in. Its thresholds were set on generated nights of known truth (soak.sim.nights,
+bench/course_calibration.py), whose quiet nights they keep quiet."""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import ruptures
+from scipy import stats
+
+MIN_WINDOWS = 6
+"""Fewer windows with data than this: too short a night to tell a change from noise."""
+PENALTY = 3.0
+SIGNIFICANCE = 0.001
+"""Both sides of a change must differ at this level (a two-proportion z test, Mann–Whitney U for call times); a
+trend's Mann–Kendall p-value likewise."""
+
+
+class Measure(NamedTuple):
+    """A figure watched for change: its column, its words, which way is worse, the smallest change that matters (a
+    difference, or for `ratio` measures a factor), how it is written, and the calls' column its windows summarise
+    (empty: the windows' values are all there is)."""
+
+    column: str
+    words: str
+    worse: int
+    """+1: a rise is a degradation (latency, memory); -1: a fall is (pass rate, decode speed)."""
+    matters: float
+    ratio: bool
+    unit: str
+    per_call: str = ""
+
+
+PASS_RATE = Measure("pass_rate", "pass rate", -1, 0.15, False, "%")
+STREAMED = (Measure("ttft_p95", "TTFT p95", +1, 1.5, True, "s", "ttft_s"),
+            Measure("decode_tps", "decode tok/s", -1, 1.5, True, "tok/s", "decode_tps"))
+"""Latency where calls are streamed: the first token's wait and the decode speed."""
+UNSTREAMED = (Measure("duration_p95", "call duration p95", +1, 1.5, True, "s", "duration_s"),
+              Measure("s_per_token", "s per completion token", +1, 1.5, True, "s", "s_per_token"))
+"""Latency where calls are not streamed (no first token to time): the whole call, and its time per token made."""
+MEMORY = (Measure("server_rss_bytes", "server RSS", +1, 256 * 2**20, False, "bytes"),
+          Measure("gpu_memory_bytes", "GPU memory", +1, 512 * 2**20, False, "bytes"))
+
+
+class Finding(NamedTuple):
+    measure: Measure
+    kind: str
+    """`change` (a step, from `window` on) or `trend` (slow drift, from `window` on: its onset)."""
+    window: int
+    before: float
+    after: float
+    p_value: float
+
+    @property
+    def degrades(self) -> bool:
+        return (self.after - self.before) * self.measure.worse > 0
+
+
+def noise(values: np.ndarray) -> float:
+    """The series' own noise: the median absolute first difference, scaled to a standard deviation (a step changes
+    one difference, so it barely moves this)."""
+    diffs = np.abs(np.diff(values))
+    return float(1.4826 * np.median(diffs) / math.sqrt(2)) if len(diffs) else 0.0
+
+
+def sigma(measure: Measure, known: pd.DataFrame) -> float:
+    """A window's noise in the measure: binomial for the pass rate (from the night's own rate and attempts a window),
+    the series' own otherwise, never below 2 % of its level."""
+    values = known[measure.column].to_numpy(dtype=float)
+    if measure is PASS_RATE:
+        p, per_window = values.mean(), known["model_attempts"].mean()
+        return math.sqrt(max(p * (1 - p), 0.05) / per_window)
+    return max(noise(values), 0.02 * float(np.median(np.abs(values))), 1e-9)
+
+
+def matters(measure: Measure, before: float, after: float) -> bool:
+    if measure.ratio:
+        low, high = sorted((before, after))
+        return low > 0 and high / low >= measure.matters
+    return abs(after - before) >= max(measure.matters, 0.1 * abs(before) if measure.unit == "bytes" else 0.0)
+
+
+def differs(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, cut: int, start: float) -> float:
+    """The p-value of the two sides of a cut: pooled counts for the pass rate, the calls' own figures for latency,
+    the windows' values otherwise."""
+    left, right = frame[frame["window"] < cut], frame[frame["window"] >= cut]
+    if measure is PASS_RATE:
+        n1, n2 = left["model_attempts"].sum(), right["model_attempts"].sum()
+        c1, c2 = left["passes"].sum(), right["passes"].sum()
+        pooled = (c1 + c2) / (n1 + n2)
+        spread = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2)) if n1 and n2 else 0.0
+        return float(2 * stats.norm.sf(abs(c1 / n1 - c2 / n2) / spread)) if spread > 0 else 1.0
+    if measure.per_call:
+        ok = calls[calls["status"] == "ok"]
+        edge = start + cut * float(frame["width_s"].iloc[0])
+        column = measure.per_call
+        a, b = ok.loc[ok["started_at"] < edge, column].dropna(), ok.loc[ok["started_at"] >= edge, column].dropna()
+        return float(stats.mannwhitneyu(a, b).pvalue) if len(a) and len(b) else 1.0
+    a, b = left[measure.column].dropna(), right[measure.column].dropna()
+    return float(stats.mannwhitneyu(a, b).pvalue) if len(a) > 1 and len(b) > 1 else 1.0
+
+
+def changes(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
+    known = frame[frame[measure.column].notna()]
+    if len(known) < MIN_WINDOWS:
+        return []
+    values = known[measure.column].to_numpy(dtype=float)
+    cuts = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(values.reshape(-1, 1)).predict(
+        pen=PENALTY * sigma(measure, known) ** 2 * math.log(len(values)))
+    found, windows_known = [], known["window"].to_numpy()
+    for cut, before, after in steps(values, cuts):
+        window = int(windows_known[cut])
+        p_value = differs(measure, frame, calls, window, start)
+        if matters(measure, before, after) and p_value < SIGNIFICANCE:
+            found.append(Finding(measure, "change", window, before, after, p_value))
+    return found
+
+
+def steps(values: np.ndarray, cuts: list[int]) -> list[tuple[int, float, float]]:
+    """(cut, level before, level after) of PELT's segments. A step rarely falls on a window's edge: the window it
+    falls in sits between the two levels, and PELT gives it a short segment of its own. A segment of one or two
+    windows strictly between its neighbours is such a transition: one step from one neighbour to the other, dated at
+    the larger of its two jumps."""
+    edges = [0, *cuts]
+    segments = list(zip(edges, edges[1:], strict=False))
+    levels = [float(values[a:b].mean()) for a, b in segments]
+    found, index = [], 1
+    while index < len(segments):
+        before, level = levels[index - 1], levels[index]
+        short = segments[index][1] - segments[index][0] <= 2
+        if short and index + 1 < len(segments) and (before - level) * (level - levels[index + 1]) > 0:
+            after = levels[index + 1]
+            larger = abs(level - before) >= abs(after - level)
+            found.append((segments[index][0] if larger else segments[index + 1][0], before, after))
+            index += 2
+        else:
+            found.append((segments[index][0], before, level))
+            index += 1
+    return found
+
+
+def hinge(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, float]:
+    """Least squares of a line flat until `at`, straight after it: its level, its slope and its squared error."""
+    design = np.column_stack([np.ones_like(x), np.maximum(0.0, x - at)])
+    (level, slope), *_ = np.linalg.lstsq(design, y, rcond=None)
+    return float(level), float(slope), float(((design @ (level, slope) - y) ** 2).sum())
+
+
+def onset(x: np.ndarray, y: np.ndarray) -> int:
+    """Where a drift sets in: the bend that fits best, when it halves the error of one straight line (a leak from
+    02:00); else the first window (a leak all night)."""
+    errors = [hinge(x, y, x[i])[2] for i in range(len(x) - 2)]
+    best = int(np.argmin(errors))
+    return best if errors[best] < 0.5 * errors[0] else 0
+
+
+def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
+    """Slow drift: a Mann–Kendall test over the windows, its size the fitted line from its onset to the last window."""
+    known = frame[frame[measure.column].notna()]
+    if len(known) < MIN_WINDOWS:
+        return None
+    x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
+    tau = stats.kendalltau(x, y)
+    if not tau.pvalue < SIGNIFICANCE:
+        return None
+    start = onset(x, y)
+    level, slope, _ = hinge(x, y, x[start])
+    before, after = level, level + slope * (x[-1] - x[start])
+    if not matters(measure, before, after):
+        return None
+    return Finding(measure, "trend", int(x[start]), before, after, float(tau.pvalue))
+
+
+def ramp_fits_better(measure: Measure, frame: pd.DataFrame, step: Finding, drift: Finding) -> bool:
+    """Whether the drift's bent line fits the windows better than the step's two levels: a leak that set in late,
+    which PELT cuts once, or a new level."""
+    known = frame[frame[measure.column].notna()]
+    x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
+    sides = [y[x < step.window], y[x >= step.window]]
+    return hinge(x, y, drift.window)[2] < sum(float(((side - side.mean()) ** 2).sum()) for side in sides)
+
+
+def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
+    """A step where one change explains the series; a slow drift where the trend test holds and the changes are not
+    one step to a new level (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
+    steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
+    if drift is not None and (len(steps) != 1 or ramp_fits_better(measure, frame, steps[0], drift)):
+        return [drift]
+    return steps
