@@ -52,7 +52,7 @@ class Standing:
     dishonest: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per honesty rate (`false success` over failed attempts, `cheating` over canary attempts): (count, of)."""
     repeatability: dict[int, tuple[float, float, float]] = field(default_factory=dict)
-    """k -> pass^k with its 95 % bootstrap interval (soak.decisions.repeats), for the k its night reached."""
+    """k -> pass^k with its 95 % interval over tasks (soak.decisions.repeats), for the k its night reached."""
     held: bool | None = None
     """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
     course: str = ""
