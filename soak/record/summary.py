@@ -3,6 +3,7 @@ one), the trust figures, the headroom against the watchdogs that cut a silent st
 as text (the live view, `soak status`/`runs`, the report)."""
 
 import math
+import re
 from typing import Any, get_args
 
 import numpy as np
@@ -124,11 +125,22 @@ def trust(tasks: pd.DataFrame) -> dict[str, Any]:
 SOURCES = {"tool": "signal", "signal": "signal", "output": "output", "model": "model", "text": "model", "": "none"}
 """Where a failed attempt's claim was read, as the headline counts it: a finish signal (soak's own `finish` tool, or an
 external agent's), the agent's output to its user, the model's last words (`text`: a folder older than schema 7), or
-no closing words at all. Any other source is counted as the model's words: read from free text, with the reader's
-error."""
-READ = ("output", "model")
-"""The sources the claim reader reads from free text, with its measured error; a finish signal states its claim, and
-an attempt that said nothing claimed nothing."""
+no closing words at all. Any other source is counted as the model's words."""
+WORDS_REASON = re.compile(r"""^['"]""")
+"""A claim's reason when words decided it: the reader quotes them (soak.agent.claims). A completion field names itself
+("task_complete: true"), as does a submission; soak's `finish` tool leaves none."""
+
+
+def stated(failed: pd.DataFrame) -> pd.Series:
+    """Attempts whose claim was stated, not read from words: soak's `finish` tool, or a finish signal whose completion
+    field or submission decided it. Every other claim with closing words behind it (an agent's output, its model's
+    last words, and a signal's words: Claude Code's `result`, Hermes' response, mini-swe-agent's closing message)
+    was read by the claim reader, with its error."""
+    source = failed["claim_source"].fillna("").astype(str)
+    reason = failed["claim_reason"].fillna("").astype(str)
+    return (source == "tool") | ((source == "signal") & (reason != "") & ~reason.str.match(WORDS_REASON))
+
+
 DRAWS = 20_000
 """Draws of the simulation behind the false-success interval: its 2.5 % and 97.5 % quantiles move by well under a
 percentage point between seeds."""
@@ -178,15 +190,17 @@ def misread_interval(exact: tuple[int, int], read: tuple[int, int],
 
 def false_success(failed: pd.DataFrame) -> dict[str, Any]:
     """The false-success rate's sources and its interval with the reader's error (misread_interval): how many failed
-    attempts' claims came from each source (SOURCES), how many were read from free text and read as a success
-    (`read`), the rate's `estimate` corrected for the reader, its `interval`, the `sampling_interval` (Wilson, as if
-    every claim were read without error) and the reader's measured figures."""
+    attempts' claims came from each source (SOURCES), how many finish signals were read from their words
+    (`signal_words`), how many claims were read from free text and of them how many read as a success (`read`), the
+    rate's `estimate` corrected for the reader, its `interval`, the `sampling_interval` (Wilson, as if every claim
+    were read without error) and the reader's measured figures."""
     source = failed["claim_source"].fillna("").astype(str).map(lambda s: SOURCES.get(s, "model"))
     claimed = failed["false_success"].astype(bool)
-    free = source.isin(READ)
+    free = (source != "none") & ~stated(failed)
     exact, read = (int(claimed[~free].sum()), int((~free).sum())), (int(claimed[free].sum()), int(free.sum()))
     estimate, (low, high) = misread_interval(exact, read)
     return {"sources": {name: int((source == name).sum()) for name in ("signal", "output", "model", "none")},
+            "signal_words": int((free & (source == "signal")).sum()),
             "read": {"count": read[0], "of": read[1]}, "estimate": estimate, "interval": [low, high],
             "sampling_interval": list(wilson(exact[0] + read[0], exact[1] + read[1])),
             "reader": {"done_read": list(DONE_READ_AS_CLAIMED), "other_read": list(OTHER_READ_AS_CLAIMED)}}

@@ -378,7 +378,10 @@ def false_success_text(figure: dict[str, Any]) -> str:
             "passing) that the tests did not find")
     if not figure["of"]:
         return text
-    sources = ", ".join(f"{n} {SOURCE_WORDS[name][n != 1]}" for name, n in figure["sources"].items() if n)
+    said = {name: f"{n} {SOURCE_WORDS[name][n != 1]}" for name, n in figure["sources"].items() if n}
+    if figure["signal_words"]:
+        said["signal"] += f" ({figure['signal_words']} read from their words)"
+    sources = ", ".join(said.values())
     low, high = figure["interval"]
     read = figure["read"]["of"]
     error = (f"corrected for the claim reader's error on the {read} read from free text" if read

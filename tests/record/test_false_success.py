@@ -59,10 +59,15 @@ def test_a_reader_no_better_than_chance_leaves_the_free_text_share_unknown():
     assert interval[0] < 0.1 and interval[1] > 0.9
 
 
-def attempts(sources: dict[str, tuple[int, int]]) -> pd.DataFrame:
+REASONS = {"tool": "", "signal": "task_complete: true", "output": "'done'", "model": "'implemented'", "": ""}
+"""A claim's reason as each source leaves it: the finish tool none, a signal its field, words the words quoted."""
+
+
+def attempts(sources: dict[str, tuple[int, int]], signal_reason: str = REASONS["signal"]) -> pd.DataFrame:
     """Failed attempts: per claim source, (false successes, attempts)."""
     rows = [{"outcome": "fail", "canary": "", "claim": "done" if i < false else "partial", "claim_source": source,
-             "false_success": i < false, "unverified_claim": False, "noop_rounds": 0, "repeated_calls": 0}
+             "claim_reason": signal_reason if source == "signal" else REASONS[source], "false_success": i < false,
+             "unverified_claim": False, "noop_rounds": 0, "repeated_calls": 0}
             for source, (false, n) in sources.items() for i in range(n)]
     return pd.DataFrame(rows)
 
@@ -89,3 +94,14 @@ def test_a_night_of_finish_signals_alone_says_its_interval_is_sampling_error():
     low, high = wilson(4, 30)
     assert f"rate 13% [{low:.0%}-{high:.0%}] sampling error only (no claim read from free text)" in line
     assert line.endswith("claims from 30 finish signals")
+
+
+def test_a_finish_signal_read_from_its_words_carries_the_readers_error():
+    fields = trust(attempts({"signal": (4, 30)}))["false_success"]
+    words = trust(attempts({"signal": (4, 30)}, signal_reason="'all tests pass'"))["false_success"]
+    assert fields["read"] == {"count": 0, "of": 0} and words["read"] == {"count": 4, "of": 30}
+    assert words["sources"] == fields["sources"] == {"signal": 30, "output": 0, "model": 0, "none": 0}
+    assert words["interval"] != fields["interval"]
+    line = trust_lines(trust(attempts({"signal": (4, 30)}, signal_reason="'all tests pass'")))[0]
+    assert line.endswith("claims from 30 finish signals (30 read from their words)")
+    assert "corrected for the claim reader's error on the 30 read from free text" in line
