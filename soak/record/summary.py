@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
+from scipy.special import betaincinv
 
 from soak.record.reader_figures import DONE_READ_AS_CLAIMED, OTHER_READ_AS_CLAIMED
 from soak.record.schema import MODEL_OUTCOMES, Outcome
@@ -141,50 +142,57 @@ def stated(failed: pd.DataFrame) -> pd.Series:
     return (source == "tool") | ((source == "signal") & (reason != "") & ~reason.str.match(WORDS_REASON))
 
 
-DRAWS = 20_000
-"""Draws of the simulation behind the false-success interval: its 2.5 % and 97.5 % quantiles move by well under a
-percentage point between seeds."""
-READER_DRAWS = 2_000
-"""Draws of the reader's sensitivity and false-positive rate the free-text share's likelihood is averaged over."""
-SHARES = np.linspace(0.0, 1.0, 1001)
-"""The grid the free-text share's posterior is computed on: a tenth of a percentage point apart."""
+SHARES = np.linspace(0.0, 1.0, 501)
+"""The grid the free-text share's posterior is computed on: a fifth of a percentage point apart, finer than the report
+shows a rate."""
+NODES = 30
+"""Points each posterior of a rate is drawn on (posterior_nodes): the interval's ends move by under a tenth of a
+percentage point from 30 to 240."""
+
+
+def posterior_nodes(k: int, n: int) -> tuple[Any, Any]:
+    """The Jeffreys posterior of a rate seen k times in n, as points and their weights: quantiles at the middles of
+    equal steps in log-odds, so that the tails, where an interval's ends lie, are drawn as finely as the middle."""
+    logits = np.linspace(-10.0, 10.0, NODES + 1)
+    edges = 1 / (1 + np.exp(-logits))
+    edges[0], edges[-1] = 0.0, 1.0
+    middles = 1 / (1 + np.exp(-(logits[:-1] + logits[1:]) / 2))
+    return betaincinv(k + 0.5, n - k + 0.5, middles), np.diff(edges)
 
 
 def misread_interval(exact: tuple[int, int], read: tuple[int, int],
                      done_read: tuple[int, int] = DONE_READ_AS_CLAIMED,
                      other_read: tuple[int, int] = OTHER_READ_AS_CLAIMED) -> tuple[float | None, tuple[float, float]]:
     """The false-success rate's estimate and 95 % interval over failed attempts, `exact` (false successes, attempts)
-    of them with a claim stated by a finish signal and `read` (claims read as success, attempts) with one read from
-    free text.
+    of them with a claim stated, not read, and `read` (claims read as success, attempts) with one read from free
+    text.
 
     With nothing read from free text this is the count's rate and its Wilson interval: sampling error is all there
     is. Else the reader may have missed claims (its sensitivity, from `done_read`: its hits on corpus messages
     labelled done) and read claims into messages without one (its false-positive rate, from `other_read`), both
     measured on sources it was not tuned on (soak.record.reader_figures). The true share of claimed successes among
     the free-text attempts gets a flat prior; its likelihood is that of reading `read[0]` of `read[1]` as claims,
-    averaged over the reader's figures drawn from their Jeffreys posteriors (a misclassification model: with a
-    flawless reader it is the binomial likelihood; a reader measured on few messages flattens it). The rate is that
-    share and the finish signals' (Jeffreys) combined; the estimate is its median. A night that reads fewer claims
-    than the reader's false positives alone would make pulls the estimate towards zero without claiming certainty."""
+    averaged over the reader's figures' Jeffreys posteriors (a misclassification model: with a flawless reader it
+    is the binomial likelihood; a reader measured on few messages flattens it). The rate is that share and the
+    stated claims' rate (Jeffreys) combined; the estimate is its median. A night that reads fewer claims than the
+    reader's false positives alone would make pulls the estimate towards zero without claiming certainty. Computed
+    on grids, not drawn: the same night always gives the same interval."""
     (k_exact, n_exact), (k_read, n_read) = exact, read
     if not n_read:
         return (k_exact / n_exact if n_exact else None), wilson(k_exact, n_exact)
-    rng = np.random.default_rng(0)  # the same night gives the same interval
-
-    def jeffreys(k: int, n: int, size: int) -> Any:
-        return rng.beta(k + 0.5, n - k + 0.5, size)
-
-    sensitivity = jeffreys(*done_read, READER_DRAWS)[:, None]
-    false_positive = jeffreys(*other_read, READER_DRAWS)[:, None]
-    seen = np.clip(SHARES * sensitivity + (1 - SHARES) * false_positive, 1e-12, 1 - 1e-12)
+    sensitivity, sensitivity_weight = posterior_nodes(*done_read)
+    false_positive, false_positive_weight = posterior_nodes(*other_read)
+    seen = np.clip(SHARES * np.repeat(sensitivity, NODES)[:, None]
+                   + (1 - SHARES) * np.tile(false_positive, NODES)[:, None], 1e-12, 1 - 1e-12)
     log_likelihood = k_read * np.log(seen) + (n_read - k_read) * np.log(1 - seen)
-    likelihood = np.exp(log_likelihood - log_likelihood.max()).mean(axis=0)
-    step = SHARES[1] - SHARES[0]
-    share = np.clip(rng.choice(SHARES, DRAWS, p=likelihood / likelihood.sum())
-                    + rng.uniform(-step / 2, step / 2, DRAWS), 0.0, 1.0)
-    exact_share = jeffreys(k_exact, n_exact, DRAWS) if n_exact else 0.0
-    total = (n_exact * exact_share + n_read * share) / (n_exact + n_read)
-    low, estimate, high = (float(q) for q in np.quantile(total, [0.025, 0.5, 0.975]))
+    likelihood = np.outer(sensitivity_weight, false_positive_weight).ravel() @ np.exp(
+        log_likelihood - log_likelihood.max())
+    exact_share, exact_weight = posterior_nodes(k_exact, n_exact) if n_exact else (np.zeros(1), np.ones(1))
+    total = ((n_exact * exact_share[:, None] + n_read * SHARES) / (n_exact + n_read)).ravel()
+    weight = np.outer(exact_weight, likelihood / likelihood.sum()).ravel()
+    order = np.argsort(total, kind="stable")
+    at = np.searchsorted(np.cumsum(weight[order]), [0.025, 0.5, 0.975])
+    low, estimate, high = (float(total[order][min(i, len(total) - 1)]) for i in at)
     return estimate, (low, high)
 
 

@@ -110,7 +110,8 @@ def test_a_finish_signal_read_from_its_words_carries_the_readers_error():
 
 def test_the_interval_holds_the_true_rate_where_the_sampling_interval_does_not():
     """Nights whose claims a reader with a known error read, that reader measured on a corpus as small as soak's: the
-    interval holds the true false-success rate about as often as it says; Wilson's, blind to the reader, seldom."""
+    interval holds the true false-success rate at least as often as it says; Wilson's, blind to the reader,
+    seldom."""
     rng = np.random.default_rng(7)
     rate, sensitivity, false_positive, attempts_read, nights = 0.3, 0.95, 0.3, 60, 120
     held = sampled = 0
@@ -123,4 +124,4 @@ def test_the_interval_holds_the_true_rate_where_the_sampling_interval_does_not()
         held += low <= rate <= high
         low, high = wilson(read, attempts_read)
         sampled += low <= rate <= high
-    assert held / nights >= 0.92 and sampled / nights < 0.5
+    assert held / nights >= 0.95 and sampled / nights < 0.5
