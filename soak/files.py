@@ -1,5 +1,5 @@
-"""The two file jobs every stage shares: writing a file atomically, and reading a TOML or JSON file into a
-pydantic model with one clear `BadInput` line for whatever is wrong with it."""
+"""The file jobs every stage shares: writing a file atomically, reading a TOML or JSON file into a pydantic model
+with one clear `BadInput` line for whatever is wrong with it, and a pid file that a reused pid cannot fool."""
 
 import json
 import os
@@ -7,8 +7,9 @@ import stat
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import psutil
 from pydantic import BaseModel, ValidationError
 
 from soak.errors import BadInput
@@ -65,3 +66,25 @@ def load_model(path: Path, model: type[M], what: str) -> M:
         return model.model_validate(raw)
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(path), error)) from None
+
+
+def write_process(path: Path, pid: int, **extra: object) -> None:
+    """A pid file: the pid, its process's start time (which tells a reused pid apart) and `extra`."""
+    write_atomic(path, json.dumps({"pid": pid, "create_time": psutil.Process(pid).create_time(), **extra}))
+
+
+def read_process(path: Path) -> tuple[psutil.Process | None, dict[str, Any]]:
+    """The process a pid file names, if it still runs (the same process, not a reused pid, not a zombie), and the
+    file's contents ({} when there is none or it is unreadable)."""
+    try:
+        recorded = json.loads(path.read_text())
+        pid, started = int(recorded["pid"]), float(recorded["create_time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, {}
+    try:
+        process = psutil.Process(pid)
+        if abs(process.create_time() - started) < 1.0 and process.status() != psutil.STATUS_ZOMBIE:
+            return process, recorded
+    except psutil.Error:
+        pass
+    return None, recorded

@@ -42,6 +42,9 @@ from soak.tasks.spec import TaskSpec
 
 INSTALL = "pip install 'soak[cluster]'"
 CONNECT_SECONDS = 5.0
+MAX_UNPACKED_BYTES = 4 << 30
+"""The most an attempt's folder brings back from its node: an agent's workspace and HOME hold 512 MiB by default
+([agent] disk_bytes), the transcripts far less; past it files are left out, not the head's disk filled."""
 Event = tuple[str, Any]
 """What an attempt on a node streams back: ("node", (label, Ray's node id)), ("call", CallRow), ("step", (round,
 role)), ("round", RoundRow), ("files", tar bytes), ("row", TaskRow)."""
@@ -193,7 +196,7 @@ async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpe
 
 def packed(workdir: Path) -> bytes:
     """The attempt's work folder as a gzip'd tar, walked at any depth by file descriptor (the attempt made the tree);
-    regular files, folders and links only, as they are (the head unpacks with tarfile's `data` filter)."""
+    regular files, folders and links only, as they are (the head checks each member: `kept`)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
         for here, name, info in entries(workdir):
@@ -205,18 +208,41 @@ def packed(workdir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def unpacked(data: bytes, workdir: Path) -> None:
-    """A node's work folder into the run folder: nothing outside `workdir`, no device, no setuid bit; what tarfile's
-    `data` filter refuses (a link out of the folder the attempt left) is left out, the rest kept."""
+def unpacked(data: bytes, workdir: Path, max_bytes: int = MAX_UNPACKED_BYTES) -> None:
+    """A node's work folder into the run folder, member by member: what `kept` refuses is left out, the rest kept.
+    Written as the head's own files (no owner, mode or time from the tar), so no setuid bit can come back."""
+    room = max_bytes
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(workdir, filter=safe_member)
+        tar.extraction_filter = trusted  # checked by `kept`; on 3.12-3.13 it also silences the missing-filter warning
+        for member in tar:
+            if kept(member, workdir, room):
+                room -= member.size if member.isreg() else 0
+                tar.extract(member, workdir, set_attrs=False)
 
 
-def safe_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-    try:
-        return tarfile.data_filter(member, path)
-    except tarfile.FilterError:
-        return None
+def trusted(member: tarfile.TarInfo, _path: str) -> tarfile.TarInfo:
+    return member
+
+
+def kept(member: tarfile.TarInfo, workdir: Path, room: int) -> bool:
+    """tarfile's `data` filter, spelled out because Python 3.11.0-3.11.3 (Debian 12's own) lack it: a regular file
+    within the room left, a folder or a link, its path and a link's target inside `workdir` (as the links already
+    unpacked resolve them); no device, FIFO or absolute name."""
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()) or os.path.isabs(member.name):
+        return False
+    if member.isreg() and member.size > room:
+        return False
+    root = os.path.realpath(workdir)
+
+    def inside(path: str) -> bool:
+        return os.path.commonpath([os.path.realpath(os.path.join(root, path)), root]) == root
+
+    if not inside(member.name):
+        return False
+    if member.issym():
+        return not os.path.isabs(member.linkname) and inside(os.path.join(os.path.dirname(member.name),
+                                                                          member.linkname))
+    return not member.islnk() or (not os.path.isabs(member.linkname) and inside(member.linkname))
 
 
 # --- on the head ------------------------------------------------------------------------------------------------------

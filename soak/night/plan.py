@@ -262,8 +262,11 @@ def plan_resume(opts: RunOptions, info: RunInfo, layout: RunLayout) -> tuple[Run
         config = SoakConfig.model_validate(info.config)
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(layout.info), error)) from None
-    if info.stack.get("embedded"):
-        # The embedded server takes a fresh free port each session: the recorded one may be taken by now.
+    from soak.stack.servers import still_running
+
+    if info.stack.get("embedded") and not still_running(layout.server_logs, "embedded"):
+        # The embedded server takes a fresh free port each session: the recorded one may be taken by now. One that
+        # outlived its session (soak killed) keeps its port and is taken back.
         others = [s for s in config.stack.servers if s.name != "embedded"]
         bare = config.model_copy(update={"endpoints": {}, "stack": config.stack.model_copy(update={"servers": others})})
         config, _ = embed_default_stack(bare)

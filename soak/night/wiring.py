@@ -1,7 +1,7 @@
 """One session of a run: the stack, telemetry, exporter and task function around the Runner, and its pid file."""
 
 import asyncio
-import json
+import os
 import signal
 import threading
 import time
@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
-import psutil
 from rich.console import Console
 
 from soak.agent.attempt import AttemptContext
 from soak.config import SoakConfig
 from soak.errors import BadInput
-from soak.files import write_atomic
+from soak.files import read_process, write_process
 from soak.night.loop import Readiness, RunEnd, Runner, TaskFn
 from soak.night.progress import Current, QuietLines, RunStats, live_view, next_steps, summary
 from soak.record.folder import RunFolder
@@ -254,17 +253,10 @@ async def cancel_all(jobs: list[asyncio.Task]) -> None:
 
 
 def write_pid(folder: RunFolder) -> None:
-    me = psutil.Process()
-    write_atomic(folder.layout.pid, json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    write_process(folder.layout.pid, os.getpid())
 
 
 def read_pid(folder: RunFolder) -> int | None:
     """The pid of the process running this run, if it is alive (and is the same process, not a reused pid)."""
-    try:
-        recorded = json.loads(folder.layout.pid.read_text())
-        process = psutil.Process(int(recorded["pid"]))
-        if abs(process.create_time() - float(recorded["create_time"])) < 1.0 and process.status() != "zombie":
-            return process.pid
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-        pass
-    return None
+    process, _ = read_process(folder.layout.pid)
+    return process.pid if process else None

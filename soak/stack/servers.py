@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Literal
 
 import httpx2
+import psutil
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from soak.config import Endpoint, Server, Stack
 from soak.errors import BadInput
+from soak.files import read_process, write_process
 from soak.record.schema import EventKind
 
 GPU_FRACTION = re.compile(r"--gpu[-_]memory[-_]utilization[= ]+([0-9.]+)")
@@ -51,16 +53,61 @@ def gpu_fraction_warning(servers: list[Server]) -> str:
     return ""
 
 
+def pid_file(log_dir: Path, name: str) -> Path:
+    """The server process this run started as `name`, beside its log: a resumed run takes it back (`adopt`)."""
+    return log_dir / f"{name}.pid"
+
+
+def still_running(log_dir: Path, name: str) -> bool:
+    """The server this run started as `name` still runs: a resumed run takes it back rather than start another."""
+    return read_process(pid_file(log_dir, name))[0] is not None
+
+
+class Adopted:
+    """A server an earlier session of this run started, taken back after that session died: no child of this
+    process, so it is watched through psutil, with the answers of the `subprocess.Popen` it replaces (its exit code
+    is its parent's to read: -1 stands for it)."""
+
+    def __init__(self, process: psutil.Process):
+        self.process, self.pid = process, process.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                gone = self.process.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                gone = True
+            self.returncode = -1 if gone else None
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        try:
+            self.process.wait(timeout)
+        except psutil.TimeoutExpired:
+            if self.poll() is None:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout) from None
+        self.returncode = -1
+        return self.returncode
+
+
 class ManagedServer:
     """One server: its process group (when soak started it), its health and its restart history."""
 
     def __init__(self, spec: Server, log_dir: Path, emit: Emit):
         self.spec, self.log_dir, self.emit = spec, log_dir, emit
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | Adopted | None = None
         self.owned = False
-        """True when soak started it; servers that were already running are only watched."""
+        """True when this run started it (in this session or an earlier one); others are only watched."""
         self.restarts: deque[float] = deque()
+        """Wall-clock times of this hour's restarts, kept in the pid file: a resumed run has the same budget."""
         self.up = False
+        self.recorded_pid = 0
+        """The pid the run's earlier session recorded, for a server it could not take back."""
+
+    @property
+    def pid_file(self) -> Path:
+        return pid_file(self.log_dir, self.spec.name)
 
     @property
     def pid(self) -> int | None:
@@ -91,15 +138,44 @@ class ManagedServer:
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         self.owned = True
+        self.record()
+
+    def record(self) -> None:
+        if self.process:
+            with contextlib.suppress(psutil.NoSuchProcess):  # exited at once: `start` reports it
+                write_process(self.pid_file, self.process.pid, restarts=list(self.restarts))
+
+    def adopt(self) -> str:
+        """Take back the server an earlier session of this run started (its pid file names a live process); returns
+        what became of it, "" when there is no such server."""
+        process, recorded = read_process(self.pid_file)
+        if not recorded or not self.spec.up:
+            return ""
+        self.owned = True
+        self.restarts = deque(float(t) for t in recorded.get("restarts", []) if time.time() - float(t) < 3600)
+        if process is None:
+            return "gone"
+        self.recorded_pid = process.pid
+        try:
+            os.killpg(process.pid, 0)
+        except PermissionError:
+            return "unsignalled"
+        self.process = Adopted(process)
+        return "adopted"
 
     async def start(self) -> None:
-        """Start (unless already up) and wait for health; a server that never comes up is bad input."""
+        """Start (unless already up) and wait for health; a server that never comes up is bad input. One that an
+        earlier session of this run started is taken back and restarted on failure as before; one nobody started
+        here is only watched."""
+        taken = self.adopt()
         if await self.healthy():
             self.up = True
-            self.emit("server_ready", self.spec.name, "already running: watched, not managed")
+            self.emit("server_ready", self.spec.name, self.found_running(taken))
             return
         if not self.spec.up:
             raise BadInput(f"server {self.spec.name}: {health_url(self.spec)} does not answer and has no `up` command")
+        if taken == "adopted":  # the earlier session's server, alive but unhealthy: restarted
+            await asyncio.to_thread(self.stop, grace=5.0)
         self.launch()
         self.emit("server_start", self.spec.name, f"pid {self.pid}")
         if not await self.wait_ready(self.spec.start_timeout_seconds):
@@ -111,6 +187,18 @@ class ManagedServer:
             raise BadInput(f"server {self.spec.name} {why}: {tail}")
         self.up = True
         self.emit("server_ready", self.spec.name, f"pid {self.pid}")
+
+    def found_running(self, taken: str) -> str:
+        """The event's words for a server that answered before soak started it."""
+        if taken == "adopted":
+            return f"pid {self.pid}, started by an earlier session of this run: taken back, restarted on failure"
+        if taken == "unsignalled":
+            return (f"pid {self.recorded_pid}, which this run started, cannot be signalled by this user: watched, "
+                    "restarted from `up` once it is gone; resume the run as the user who started it to manage it")
+        if taken == "gone":
+            return (f"the process this run started is gone and something else answers at {health_url(self.spec)}: "
+                    f"watched, restarted from `up` once it is gone; stop that process to have soak manage the server")
+        return "already running: watched, not managed"
 
     async def wait_ready(self, timeout: float) -> bool:
         """Health checks every 0.5 s until one passes (True), the process exits or `timeout` passes (False)."""
@@ -146,10 +234,11 @@ class ManagedServer:
                 continue
         with contextlib.suppress(ProcessLookupError):  # children that outlived the leader
             os.killpg(pgid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
         self.emit("server_stop", self.spec.name, f"exit {self.process.returncode}")
 
     def may_restart(self, max_per_hour: int) -> bool:
-        now = time.monotonic()
+        now = time.time()
         while self.restarts and now - self.restarts[0] > 3600:
             self.restarts.popleft()
         return len(self.restarts) < max_per_hour
@@ -230,7 +319,7 @@ class StackSupervisor:
             self.emit("note", name, f"not restarted: {self.config.max_restarts_per_hour} restarts in the last hour")
             return
         backoff = min(60.0, 2.0 ** len(server.restarts))
-        server.restarts.append(time.monotonic())
+        server.restarts.append(time.time())
         await asyncio.to_thread(server.stop, grace=5.0)  # a hung server takes its grace: the night's loop goes on
         await asyncio.sleep(backoff)
         server.launch()

@@ -1,10 +1,12 @@
 """The parts of `--cluster` that need no cluster: a try lost with its node (recorded, retried once, superseded, redone
 on resume, never the stack's fault), the work folder's trip back from a node, per-node figures, and bad input."""
 
+import io
 import os
 import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -101,6 +103,50 @@ def test_an_attempts_folder_comes_back_from_its_node_without_what_must_not(tmp_p
     assert not (back / "workspace" / "passwd").is_symlink() and not (back / "workspace" / "pipe").exists()
     assert not os.stat(back / "workspace" / "shell").st_mode & (stat.S_ISUID | stat.S_ISGID)
     assert back.joinpath(*["d"] * 200, "bottom.txt").read_text() == "down here"
+
+
+def crafted_tar(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for member, content in members:
+            member.size = len(content) if member.isreg() else 0
+            tar.addfile(member, io.BytesIO(content) if member.isreg() else None)
+    return buffer.getvalue()
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", mode: int = 0o644) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname, member.mode = kind, link, mode
+    return member
+
+
+def test_a_hand_made_tar_cannot_write_outside_the_folder_nor_past_its_size(tmp_path):
+    """What `packed` never makes but a hostile node could send: absolute and climbing names, a link that climbs out
+    and a file written through it, a hard link out, a device, a setgid file, more bytes than the bound."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched")
+    back = tmp_path / "head"
+    back.mkdir()
+    data = crafted_tar([
+        (entry(str(tmp_path / "abs.txt")), b"x"),
+        (entry("../climbed.txt"), b"x"),
+        (entry("up", tarfile.SYMTYPE, "../"), b""),
+        (entry("up/outside.txt"), b"overwritten"),
+        (entry("hard", tarfile.LNKTYPE, "../outside.txt"), b""),
+        (entry("dev", tarfile.CHRTYPE), b""),
+        (entry("group", mode=0o2755), b"#!/bin/sh\n"),
+        (entry("small.txt"), b"12345"),
+        (entry("big.txt"), b"x" * 100),
+        (entry("sub", tarfile.DIRTYPE, mode=0o755), b""),
+        (entry("sub/near", tarfile.SYMTYPE, "../small.txt"), b""),
+    ])
+    unpacked(data, back, max_bytes=64)
+    assert outside.read_text() == "untouched"
+    assert not (tmp_path / "abs.txt").exists() and not (tmp_path / "climbed.txt").exists()
+    assert sorted(p.name for p in back.iterdir()) == ["group", "small.txt", "sub", "up"]
+    assert not (back / "up").is_symlink() and (back / "up" / "outside.txt").read_text() == "overwritten"
+    assert not os.stat(back / "group").st_mode & (stat.S_ISUID | stat.S_ISGID)
+    assert (back / "sub" / "near").read_text() == "12345"
 
 
 def test_a_nodes_next_attempt_clears_the_folders_of_workers_that_died_with_them(tmp_path, monkeypatch):

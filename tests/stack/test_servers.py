@@ -1,4 +1,5 @@
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -132,3 +133,85 @@ def test_busy_server_is_left_alone_until_silent_past_the_hung_limit(tmp_path):
                           health_timeout_seconds=0.3, hung_after_seconds=1)
     kinds = [kind for kind, _ in strict]
     assert kinds.index("health_fail") < kinds.index("down") < kinds.index("restart") < kinds.index("up")
+
+
+def session_of(spec: Server, logs, events: list, **options) -> StackSupervisor:
+    stack = Stack(servers=[spec], health_interval_seconds=0.2, failures_before_down=2, **options)
+    return StackSupervisor(stack, logs, lambda kind, source, detail: events.append((kind, detail)))
+
+
+async def killed_and_healed(supervisor: StackSupervisor) -> int:
+    """Kill the server's process group; wait for the supervisor to notice and bring it back; the new pid."""
+    os.killpg(supervisor.pids()["web"], signal.SIGKILL)
+    await until(lambda: not supervisor.ready.is_set(), timeout=10, interval=0.05, what="the kill noticed")
+    assert await supervisor.wait_until_ready(30)
+    return supervisor.pids()["web"]
+
+
+def test_a_resumed_run_takes_back_the_server_it_started_and_heals_it_within_the_same_budget(tmp_path):
+    """soak killed: the server it started lives on in its own session. The next session of the run (the same run
+    folder) takes it back, restarts it when it dies as the first session did, and counts the first's restarts."""
+    spec, logs = static_server(tmp_path), tmp_path / "logs"
+    first_events, second_events = [], []
+
+    async def main():
+        first = session_of(spec, logs, first_events, max_restarts_per_hour=2)
+        await first.start()
+        watcher = asyncio.create_task(first.watch())
+        healed = await killed_and_healed(first)
+        watcher.cancel()  # the first session dies here, without stopping its server
+        second = session_of(spec, logs, second_events, max_restarts_per_hour=2)
+        await second.start()
+        assert second.pids() == {"web": healed}
+        watcher = asyncio.create_task(second.watch())
+        try:
+            again = await killed_and_healed(second)
+            assert again != healed and psutil.Process(again).status() != psutil.STATUS_ZOMBIE
+            os.killpg(again, signal.SIGKILL)  # a third death in the hour: past the budget of two
+            await until(lambda: ("note", "not restarted: 2 restarts in the last hour") in second_events,
+                        timeout=10, interval=0.05, what="the budget spent")
+        finally:
+            watcher.cancel()
+            second.stop()
+        return healed, again
+
+    healed, again = asyncio.run(main())
+    assert second_events[0] == ("server_ready", f"pid {healed}, started by an earlier session of this run: taken "
+                                                "back, restarted on failure")
+    restarts = [detail for kind, detail in second_events if kind == "restart"]
+    assert restarts == [f"attempt 2 this hour, pid {again}"]
+    assert [kind for kind, _ in first_events].count("restart") == 1
+    assert not psutil.pid_exists(healed) or psutil.Process(healed).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_port_held_by_another_process_is_watched_then_the_server_restarted_from_up(tmp_path):
+    """The server this run started is gone and something else answers on its port: watched, said in one line; once
+    that process dies, the run's own `up` brings the server back."""
+    spec, logs = static_server(tmp_path), tmp_path / "logs"
+    events = []
+
+    async def main():
+        first = session_of(spec, logs, [])
+        await first.start()
+        first.stop()  # the pid file stays behind as a killed session leaves it
+        (logs / "web.pid").write_text(json.dumps({"pid": 999_999_999, "create_time": 0, "restarts": []}))
+        other = session_of(Server(name="other", up=spec.up, base_url=spec.base_url), tmp_path / "other", [])
+        await other.start()
+        second = session_of(spec, logs, events)
+        await second.start()
+        assert second.pids() == {}
+        watcher = asyncio.create_task(second.watch())
+        try:
+            other.stop()
+            await until(lambda: "up" in [kind for kind, _ in events], timeout=30, interval=0.05,
+                        what="the server restarted from up")
+            return second.pids()["web"]
+        finally:
+            watcher.cancel()
+            second.stop()
+
+    pid = asyncio.run(main())
+    kind, detail = events[0]
+    assert kind == "server_ready" and "something else answers" in detail and "stop that process" in detail
+    assert [kind for kind, _ in events if kind in ("down", "restart", "up")] == ["down", "restart", "up"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
