@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.decisions import course  # noqa: E402
 from soak.record.read import load_run, time_span  # noqa: E402
-from soak.sim.nights import Change, Night  # noqa: E402
+from soak.sim.nights import MEASURE, Change, Night  # noqa: E402
 
 SEEDS = {"tune": 0, "report": 1_000_000}
 QUIET_CELLS = [(hours, rate, nights) for hours in (1, 4, 12) for rate, nights in ((50, 30), (500, 30), (2000, 15))]
@@ -39,7 +39,11 @@ SIZES: dict[Change, tuple[float, ...]] = {"pass_rate": (0.1, 0.2, 0.4), "ttft": 
 TARGET_SIZES: dict[Change, float] = {"pass_rate": 0.2, "ttft": 1.5, "decode": 1.5, "leak": 10.0}
 CHANGE_CELLS = [(1, 500, 10), (8, 50, 10), (8, 500, 25), (8, 2000, 10), (12, 500, 10)]
 """(hours, rate, nights) for each change and size; 8 h at 500 an hour is the detection target's night."""
-TARGETS = {"false": 0.01, "detection": 0.9, "onset": 0.8}
+TARGETS = {"false": 0.01, "detection": 0.9, "onset": 0.8, "could_see": 0.8}
+SIGHT_CELLS = [(1, 500, 10), (8, 50, 10), (8, 500, 10), (8, 2000, 5)]
+"""(hours, rate, nights): quiet nights whose `could_see` is checked: each again with a change of the size it states
+(onset drawn over the middle half of the night) should find it in 80 % of nights or more."""
+CHANGE_OF = {measure: change for change, measure in MEASURE.items()}
 
 
 def plan(base: int, scale: float) -> list[Night]:
@@ -75,6 +79,31 @@ def judge(night: Night) -> dict[str, Any]:
     error = min((abs(f["at_s"] - night.onset_s) / width for f in right), default=None)
     return {"night": night, "degraded": found["held"] is False, "found": bool(right), "onset_windows": error,
             "wrong": any(f["measure"] != night.measure for f in worse), "could_see": found.get("could_see", {})}
+
+
+def sight_plan(results: list[dict[str, Any]]) -> list[Night]:
+    """The first quiet nights of each SIGHT_CELLS cell again, with a change of each measure's stated `could_see`."""
+    rng = np.random.default_rng(len(results))
+    nights = []
+    for hours, rate, count in SIGHT_CELLS:
+        quiet = [r for r in results if (r["night"].change, r["night"].hours, r["night"].rate) == (None, hours, rate)]
+        for r in quiet[:count]:
+            for measure, seen in r["could_see"].items():
+                if measure in CHANGE_OF and np.isfinite(seen["size"]):
+                    onset = float(rng.uniform(0.25, 0.75)) * hours * 3600
+                    nights.append(Night(hours, rate, r["night"].seed, CHANGE_OF[measure], seen["size"], onset))
+    return nights
+
+
+def sight_table(results: list[dict[str, Any]]) -> list[str]:
+    cells: dict[tuple[str, float, float], list[bool]] = defaultdict(list)
+    for r in results:
+        cells[r["night"].change, r["night"].hours, r["night"].rate].append(r["found"])
+    lines = ["could_see checked: a change of the size a quiet night states, found (target >= 80 %)",
+             f"{'change':<10}{'hours':>6}{'rate/h':>8}  {'found':<18}"]
+    lines += [f"{change:<10}{hours:>6g}{rate:>8g}  {share(sum(v), len(v)):<18}"
+              for (change, hours, rate), v in sorted(cells.items())]
+    return lines
 
 
 def run_all(nights: list[Night], processes: int) -> list[dict[str, Any]]:
@@ -142,9 +171,10 @@ def main() -> None:
     nights = plan(SEEDS[args.seeds], args.scale)
     started = time.perf_counter()
     results = run_all(nights, args.processes)
-    print(f"{len(nights)} nights (seeds: {args.seeds}), {time.perf_counter() - started:.0f} s "
+    checks = run_all(sight_plan(results), args.processes)
+    print(f"{len(nights) + len(checks)} nights (seeds: {args.seeds}), {time.perf_counter() - started:.0f} s "
           f"with {args.processes} processes")
-    for block in (quiet_table(results), change_table(results), targets(results)):
+    for block in (quiet_table(results), change_table(results), targets(results), sight_table(checks)):
         print("\n".join(block) + "\n")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from soak.decisions import energy
+from soak.decisions import energy, sight
 from soak.decisions.drift import MEMORY, MIN_WINDOWS, PASS_RATE, STREAMED, UNSTREAMED, Finding, Measure, findings
 from soak.record import series
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
@@ -166,27 +166,54 @@ def degraded(found: list[Finding], restarts: list[float], start: float, width: f
     return f"degraded {since}: {', '.join(parts)}{tail}"
 
 
+def settled(frame: pd.DataFrame, grown: sight.Growth | None) -> pd.DataFrame:
+    """The windows the detector reads: without the server's RSS up to where a ramp that levelled off got most of the
+    way (its growth is named as such, not as a change)."""
+    if grown is None or not grown.levelled:
+        return frame
+    ramp = int(grown.reached_s // float(frame["width_s"].iloc[0]))
+    return frame.assign(server_rss_bytes=frame["server_rss_bytes"].where(frame["window"] > ramp))
+
+
+def remarks(found: list[Finding], grown: sight.Growth | None, watched: tuple[Measure, ...]) -> list[str]:
+    """What the verdict adds to its line: memory that grew several-fold (unless a leak finding names it already) and
+    which latency it read where the calls were not streamed."""
+    said = []
+    leaked = any(f.measure.column == "server_rss_bytes" and f.degrades for f in found)
+    if grown is not None and (grown.levelled or not leaked):
+        said.append(grown.said(then_held=not leaked))
+    if UNSTREAMED[0] in watched:
+        said.append("latency read from call duration and seconds per completion token: the calls were not streamed")
+    return said
+
+
 def course(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, events: pd.DataFrame, start: float,
            end: float) -> dict[str, Any]:
-    """The windows, the changes and trends found, and the verdict (a line, and `held` true, false or None when the
-    night is too short to tell)."""
+    """The windows, the changes and trends found, what the night could have seen (`could_see`) and the verdict (a
+    line, and `held` true, false or None when the night is too short to tell)."""
     frame = windows(tasks, calls, samples, start, end)
     width = float(frame["width_s"].iloc[0])
     calls = timed(calls)
     watched = measures(calls)
-    found = [f for m in watched for f in findings(m, frame, calls, start)]
+    grown = sight.growth(server_memory(samples), start, end, MEMORY[0].matters)
+    detect = settled(frame, grown)
+    found = [f for m in watched for f in findings(m, detect, calls, start)]
+    seen = sight.could_see(detect, calls, watched)
     restarts = events.loc[events["kind"] == "restart", "at"].tolist() if not events.empty else []
     judged = int(frame["model_attempts"].gt(0).sum())
+    extra = "".join(f"; {remark}" for remark in remarks(found, grown, watched))
     if judged < MIN_WINDOWS:
         held, line = None, f"too short to judge its course ({judged} windows with attempts, {MIN_WINDOWS} needed)"
     elif not any(f.degrades for f in found):
-        held, line = True, f"held up for {length_text(end - start)} (no change beyond noise in quality, latency or " \
-                           "memory)"
+        could = f"; {sight.could_see_text(seen)}" if seen else ""
+        held, line = True, (f"held up for {length_text(end - start)} (no change beyond noise in quality, latency or "
+                            f"memory{extra}{could})")
     else:
-        held, line = False, degraded(found, restarts, start, width)
+        held, line = False, degraded(found, restarts, start, width) + extra
     return {
-        "held": held, "verdict": line, "window_s": width, "windows": frame,
+        "held": held, "verdict": line, "window_s": width, "windows": frame, "could_see": seen,
         "latency": [m.column for m in watched if m.per_call],
+        "memory_growth": grown._asdict() if grown else None,
         "findings": [{"measure": f.measure.column, "words": f.measure.words, "kind": f.kind, "window": f.window,
                       "at_s": f.window * width, "clock": clock(start + f.window * width, width),
                       "before": f.before, "after": f.after, "p_value": f.p_value, "degrades": f.degrades,

@@ -36,11 +36,11 @@ class Measure(NamedTuple):
 
 
 PASS_RATE = Measure("pass_rate", "pass rate", -1, 0.15, False, "%")
-STREAMED = (Measure("ttft_p95", "TTFT p95", +1, 1.5, True, "s", "ttft_s"),
-            Measure("decode_tps", "decode tok/s", -1, 1.5, True, "tok/s", "decode_tps"))
+STREAMED = (Measure("ttft_p95", "TTFT p95", +1, 1.25, True, "s", "ttft_s"),
+            Measure("decode_tps", "decode tok/s", -1, 1.25, True, "tok/s", "decode_tps"))
 """Latency where calls are streamed: the first token's wait and the decode speed."""
-UNSTREAMED = (Measure("duration_p95", "call duration p95", +1, 1.5, True, "s", "duration_s"),
-              Measure("s_per_token", "s per completion token", +1, 1.5, True, "s", "s_per_token"))
+UNSTREAMED = (Measure("duration_p95", "call duration p95", +1, 1.25, True, "s", "duration_s"),
+              Measure("s_per_token", "s per completion token", +1, 1.25, True, "s", "s_per_token"))
 """Latency where calls are not streamed (no first token to time): the whole call, and its time per token made."""
 MEMORY = (Measure("server_rss_bytes", "server RSS", +1, 256 * 2**20, False, "bytes"),
           Measure("gpu_memory_bytes", "GPU memory", +1, 512 * 2**20, False, "bytes"))
@@ -85,8 +85,9 @@ def matters(measure: Measure, before: float, after: float) -> bool:
 
 
 def differs(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, cut: int, start: float) -> float:
-    """The p-value of the two sides of a cut: pooled counts for the pass rate, the calls' own figures for latency,
-    the windows' values otherwise."""
+    """The p-value of the two sides of a cut: pooled counts for the pass rate, the calls' own figures for latency
+    (Mann–Whitney U), the windows' means against the series' own noise otherwise (memory: its readings follow one
+    another too closely to count as many, and a rank test of a few windows a side can never reach SIGNIFICANCE)."""
     left, right = frame[frame["window"] < cut], frame[frame["window"] >= cut]
     if measure is PASS_RATE:
         n1, n2 = left["model_attempts"].sum(), right["model_attempts"].sum()
@@ -101,7 +102,9 @@ def differs(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, cut: int
         a, b = ok.loc[ok["started_at"] < edge, column].dropna(), ok.loc[ok["started_at"] >= edge, column].dropna()
         return float(stats.mannwhitneyu(a, b).pvalue) if len(a) and len(b) else 1.0
     a, b = left[measure.column].dropna(), right[measure.column].dropna()
-    return float(stats.mannwhitneyu(a, b).pvalue) if len(a) > 1 and len(b) > 1 else 1.0
+    known = frame[frame[measure.column].notna()]
+    spread = sigma(measure, known) * math.sqrt(1 / len(a) + 1 / len(b)) if len(a) and len(b) else 0.0
+    return float(2 * stats.norm.sf(abs(a.mean() - b.mean()) / spread)) if spread > 0 else 1.0
 
 
 def changes(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
@@ -175,19 +178,22 @@ def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
     return Finding(measure, "trend", int(x[start]), before, after, float(tau.pvalue))
 
 
-def ramp_fits_better(measure: Measure, frame: pd.DataFrame, step: Finding, drift: Finding) -> bool:
-    """Whether the drift's bent line fits the windows better than the step's two levels: a leak that set in late,
-    which PELT cuts once, or a new level."""
+def ramp_fits_better(measure: Measure, frame: pd.DataFrame, drift: Finding) -> bool:
+    """Whether the drift's bent line fits the windows better than the best single step anywhere: a ramp, which PELT
+    cuts into stairs or once, or a step (whose window half-way through makes it look like a short ramp)."""
     known = frame[frame[measure.column].notna()]
     x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
-    sides = [y[x < step.window], y[x >= step.window]]
-    return hinge(x, y, drift.window)[2] < sum(float(((side - side.mean()) ** 2).sum()) for side in sides)
+    total, squares, count = np.cumsum(y), np.cumsum(y**2), np.arange(1, len(y) + 1)
+    cuts = np.arange(2, len(y) - 1)
+    left = squares[cuts - 1] - total[cuts - 1] ** 2 / cuts
+    right = (squares[-1] - squares[cuts - 1]) - (total[-1] - total[cuts - 1]) ** 2 / (count[-1] - cuts)
+    return hinge(x, y, drift.window)[2] < float((left + right).min())
 
 
 def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
-    """A step where one change explains the series; a slow drift where the trend test holds and the changes are not
-    one step to a new level (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
+    """The steps PELT found; a slow drift instead where the trend test holds and no step does, or a bent line fits
+    better than any one step (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
     steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
-    if drift is not None and (len(steps) != 1 or ramp_fits_better(measure, frame, steps[0], drift)):
+    if drift is not None and (not steps or ramp_fits_better(measure, frame, drift)):
         return [drift]
     return steps
