@@ -20,6 +20,10 @@ SIGNIFICANCE = 0.001
 trend's Mann–Kendall p-value likewise."""
 
 
+BENT_BETTER = 0.75
+"""A drift rather than a step where the bent line leaves at most this share of the best step's squared error."""
+
+
 class Measure(NamedTuple):
     """A figure watched for change: its column, its words, which way is worse, the smallest change that matters (a
     difference, or for `ratio` measures a factor), how it is written, and the calls' column its windows summarise
@@ -153,47 +157,56 @@ def hinge(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, float]
     return float(level), float(slope), float(((design @ (level, slope) - y) ** 2).sum())
 
 
-def onset(x: np.ndarray, y: np.ndarray) -> int:
-    """Where a drift sets in: the bend that fits best, when it halves the error of one straight line (a leak from
-    02:00); else the first window (a leak all night)."""
-    errors = [hinge(x, y, x[i])[2] for i in range(len(x) - 2)]
+def bend(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Where a drift sets in, and the squared error of its bent line: the bend that fits best (a quarter-window grid,
+    since a leak rarely sets in on a window's edge), when it halves the error of one straight line (a leak from
+    02:00); else the first window's start (a leak all night)."""
+    grid = np.arange(x[0] - 0.5, x[-3], 0.25)
+    errors = np.array([hinge(x, y, at)[2] for at in grid])
     best = int(np.argmin(errors))
-    return best if errors[best] < 0.5 * errors[0] else 0
+    return (float(grid[best]), float(errors[best])) if errors[best] < 0.5 * errors[0] else (float(grid[0]), errors[0])
+
+
+def centres(known: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """The windows' middles (a window's mean stands for its middle, in windows from the night's start) and values."""
+    return known["window"].to_numpy(dtype=float) + 0.5, known[column].to_numpy(dtype=float)
 
 
 def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
-    """Slow drift: a Mann–Kendall test over the windows, its size the fitted line from its onset to the last window."""
+    """Slow drift: a Mann–Kendall test over the windows, dated from its bend, its size the fitted line from there to
+    the last window."""
     known = frame[frame[measure.column].notna()]
     if len(known) < MIN_WINDOWS:
         return None
-    x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
+    x, y = centres(known, measure.column)
     tau = stats.kendalltau(x, y)
     if not tau.pvalue < SIGNIFICANCE:
         return None
-    start = onset(x, y)
-    level, slope, _ = hinge(x, y, x[start])
-    before, after = level, level + slope * (x[-1] - x[start])
+    at, _ = bend(x, y)
+    level, slope, _ = hinge(x, y, at)
+    before, after = level, level + slope * (x[-1] - at)
     if not matters(measure, before, after):
         return None
-    return Finding(measure, "trend", int(x[start]), before, after, float(tau.pvalue))
+    return Finding(measure, "trend", max(0, int(at)), before, after, float(tau.pvalue))
 
 
-def ramp_fits_better(measure: Measure, frame: pd.DataFrame, drift: Finding) -> bool:
-    """Whether the drift's bent line fits the windows better than the best single step anywhere: a ramp, which PELT
-    cuts into stairs or once, or a step (whose window half-way through makes it look like a short ramp)."""
+def ramp_fits_better(measure: Measure, frame: pd.DataFrame) -> bool:
+    """Whether the drift's bent line fits the windows clearly better than the best single step anywhere: a ramp,
+    which PELT cuts into stairs or once, or a step (whose window half-way through, and the noise after it, can make it
+    look like a ramp)."""
     known = frame[frame[measure.column].notna()]
-    x, y = known["window"].to_numpy(dtype=float), known[measure.column].to_numpy(dtype=float)
+    x, y = centres(known, measure.column)
     total, squares, count = np.cumsum(y), np.cumsum(y**2), np.arange(1, len(y) + 1)
     cuts = np.arange(2, len(y) - 1)
     left = squares[cuts - 1] - total[cuts - 1] ** 2 / cuts
     right = (squares[-1] - squares[cuts - 1]) - (total[-1] - total[cuts - 1]) ** 2 / (count[-1] - cuts)
-    return hinge(x, y, drift.window)[2] < float((left + right).min())
+    return bend(x, y)[1] < BENT_BETTER * float((left + right).min())
 
 
 def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
     """The steps PELT found; a slow drift instead where the trend test holds and no step does, or a bent line fits
     better than any one step (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
     steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
-    if drift is not None and (not steps or ramp_fits_better(measure, frame, drift)):
+    if drift is not None and (not steps or ramp_fits_better(measure, frame)):
         return [drift]
     return steps

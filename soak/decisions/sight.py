@@ -96,13 +96,13 @@ def could_see_text(seen: dict[str, dict[str, Any]]) -> str:
 
 
 class Growth(NamedTuple):
-    """The server's memory from its first reading to the night's last tenth, and when it got 90 % of the way."""
+    """The server's memory from its first reading to the level it grew to, and when it got 90 % of the way."""
 
     first: float
     last: float
     reached_s: float
     levelled: bool
-    """Reached within the first half of the night: a ramp that levelled off, not a leak."""
+    """Reached within the first quarter of the night and held through the second: a ramp that levelled off."""
 
     def said(self, then_held: bool) -> str:
         grew = f"server RSS grew {self.first / 2**30:.1f} → {self.last / 2**30:.1f} GiB"
@@ -117,13 +117,25 @@ def span(seconds: float) -> str:
 
 
 def growth(memory: pd.DataFrame, start: float, end: float, floor: float) -> Growth | None:
-    """Growth of `memory` (at, value) by SEVERAL times and by `floor` bytes or more; None otherwise."""
+    """Growth of `memory` (at, value) by SEVERAL times and by `floor` bytes or more from its first reading: to the
+    level it held over the night's second quarter, when it got 90 % of the way there in the first quarter (a ramp
+    that levelled off; what it did after is the detector's to read), else to its level in the last tenth (a leak);
+    None when it grew less."""
     if len(memory) < 2:
         return None
-    at, values = memory["at"].to_numpy(dtype=float), memory["value"].to_numpy(dtype=float)
-    tail = values[at >= end - 0.1 * (end - start)]
-    first, last = float(values[0]), float(np.median(tail)) if len(tail) else float(values[-1])
-    if last < SEVERAL * first or last - first < floor:
-        return None
-    reached = float(at[np.argmax(values >= first + 0.9 * (last - first))] - start)
-    return Growth(first, last, reached, reached <= 0.5 * (end - start))
+    at, values = memory["at"].to_numpy(dtype=float) - start, memory["value"].to_numpy(dtype=float)
+    length, first = end - start, float(values[0])
+
+    def grew(level: float) -> bool:
+        return level >= SEVERAL * first and level - first >= floor
+
+    def reached(level: float) -> float:
+        return float(at[np.argmax(values >= first + 0.9 * (level - first))])
+
+    plateau = values[(at >= 0.25 * length) & (at < 0.5 * length)]
+    if len(plateau) and grew(level := float(np.median(plateau))) and reached(level) <= 0.25 * length:
+        return Growth(first, level, reached(level), True)
+    tail = values[at >= 0.9 * length]
+    if len(tail) and grew(level := float(np.median(tail))):
+        return Growth(first, level, reached(level), False)
+    return None

@@ -19,7 +19,7 @@ import numpy as np
 from soak.files import write_atomic
 from soak.record.folder import CsvLog
 from soak.record.layout import RunLayout
-from soak.record.schema import CallRow, EventRow, Row, RunInfo, RunLimits, SampleRow, TaskRow
+from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, RunLimits, SampleRow, TaskRow
 
 START = 1_767_222_000.0
 """Every night starts here (only offsets matter)."""
@@ -120,12 +120,19 @@ def resident(night: Night, at: np.ndarray, restarted: np.ndarray, rng: np.random
     return level * fill + saw + leak + rng.normal(0, 4 * MIB, len(at))
 
 
-def task_rows(night: Night, times: np.ndarray, rng: np.random.Generator) -> list[Row]:
+def task_rows(night: Night, times: np.ndarray, rng: np.random.Generator) -> tuple[list[Row], list[Row]]:
+    """An attempt's row and its one judged round's."""
     order, passed = outcomes(night, times, rng)
     durations = rng.lognormal(math.log(90), 0.5, len(times))
-    return [TaskRow(run_id="night", cycle=int(n // TASKS) + 1, task_id=f"task-{task:02d}", suite="builtin",
-                    started_at=START + at, ended_at=START + at + d, duration_s=d, outcome="pass" if ok else "fail",
-                    rounds=1) for n, (at, task, ok, d) in enumerate(zip(times, order, passed, durations, strict=True))]
+    tasks: list[Row] = []
+    rounds: list[Row] = []
+    for n, (at, task, ok, d) in enumerate(zip(times, order, passed, durations, strict=True)):
+        result, named = "pass" if ok else "fail", {"task_id": f"task-{task:02d}", "cycle": n // TASKS + 1}
+        tasks.append(TaskRow(run_id="night", **named, suite="builtin", started_at=START + at, ended_at=START + at + d,
+                             duration_s=d, outcome=result, rounds=1, tests_passed=5 if ok else 2, tests_total=5))
+        rounds.append(RoundRow(run_id="night", **named, round=1, result=result, tests_passed=5 if ok else 2,
+                               tests_total=5))
+    return tasks, rounds
 
 
 def call_rows(night: Night, times: np.ndarray, rng: np.random.Generator) -> list[Row]:
@@ -154,7 +161,8 @@ def write_rows(path: Path, model: type[Row], rows: list[Row]) -> None:
 
 
 def write(night: Night, folder: Path) -> Path:
-    """The night's run folder (run.json and the four tables the course reads), as `soak run` leaves it."""
+    """The night's run folder (run.json, the tables the course reads and the attempts' rounds), as `soak run`
+    leaves it."""
     rng = np.random.default_rng(night.seed)
     layout = RunLayout(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -162,7 +170,9 @@ def write(night: Night, folder: Path) -> Path:
     restarted = restarts(night, rng)
     sampled = np.arange(0, night.length_s, SAMPLE_S)
     rss = resident(night, sampled, restarted, rng)
-    write_rows(layout.tasks, TaskRow, task_rows(night, times, rng))
+    tasks, rounds = task_rows(night, times, rng)
+    write_rows(layout.tasks, TaskRow, tasks)
+    write_rows(layout.rounds, RoundRow, rounds)
     write_rows(layout.calls, CallRow, call_rows(night, times, rng))
     write_rows(layout.samples, SampleRow, [
         SampleRow(run_id="night", at=START + at, source="server:sim", metric="rss_bytes", value=float(value))

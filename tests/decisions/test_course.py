@@ -15,10 +15,11 @@ HOURS = 2.0
 
 def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[float, float] = (0.2, 0.2),
           cut_s: float = 3600.0, rss: tuple[float, float] = (2.0, 2.0), leak_from_s: float = 0.0,
-          attempts: int = 720) -> dict:
+          attempts: int = 720, streamed: bool = True, rss_points: tuple[tuple[float, float], ...] = ()) -> dict:
     """`attempts` spread evenly over the night, each a pass with the rate of its side of `cut_s`, three calls each
-    with a lognormal TTFT around that side's figure; the server's RSS (GiB) flat until `leak_from_s`, then a line
-    from one figure to the other."""
+    with a lognormal TTFT around that side's figure (not `streamed`: only the call's duration, TTFT + 0.5 s); the
+    server's RSS (GiB) flat until `leak_from_s`, then a line from one figure to the other, or through `rss_points`
+    ((offset s, GiB) pairs)."""
     rng = np.random.default_rng(seed)
     length = HOURS * 3600
     started = START + np.sort(rng.uniform(0, length, attempts))
@@ -31,11 +32,13 @@ def night(seed: int, pass_rates: tuple[float, float] = (0.7, 0.7), ttfts: tuple[
         for index in range(3):
             ttft = ttfts[int(at + index - START >= cut_s)] * float(rng.lognormal(0, 0.25))
             calls.append(CallRow(run_id="r", task_id=f"t{n % 40}", cycle=n // 40 + 1, call_index=index, role="coder",
-                                 endpoint="e", model="m", stream=True, started_at=at + index, ttft_s=ttft,
-                                 duration_s=ttft + 0.5, decode_tps=100 * float(rng.lognormal(0, 0.1)),
+                                 endpoint="e", model="m", stream=streamed, started_at=at + index,
+                                 ttft_s=ttft if streamed else None, duration_s=ttft + 0.5,
+                                 decode_tps=100 * float(rng.lognormal(0, 0.1)) if streamed else None,
                                  prompt_tokens=1000, cached_tokens=600, completion_tokens=50).model_dump())
     times = np.arange(START, START + length, 30.0)
-    shape = np.interp(times, [START, START + leak_from_s, START + length], [rss[0], *rss])
+    points = rss_points or ((0, rss[0]), (leak_from_s, rss[0]), (length, rss[1]))
+    shape = np.interp(times, [START + at for at, _ in points], [gib for _, gib in points])
     resident = shape * 2**30 + rng.normal(0, 20 * 2**20, len(times))
     samples = [SampleRow(run_id="r", at=at, source="server:sim", metric="process_resident_memory_bytes",
                          value=value).model_dump() for at, value in zip(times, resident, strict=True)]
@@ -106,8 +109,57 @@ def test_a_steady_night_raises_no_alarm_over_twenty_seeds():
     in twenty steady nights."""
     alarms = [course(**night(seed))["findings"] for seed in range(20)]
     assert sum(bool(found) for found in alarms) <= 1, [a for a in alarms if a]
-    assert course(**night(0))["verdict"] == "held up for 2 h 00 min (no change beyond noise in quality, latency or " \
-                                          "memory)"
+    held = course(**night(0))
+    assert held["verdict"] == "held up for 2 h 00 min (no change beyond noise in quality, latency or memory; would " \
+                              f"have seen: {', '.join(s['said'] for s in held['could_see'].values())} or more)"
+
+
+def test_a_held_night_says_what_it_could_have_seen_and_fewer_attempts_see_less():
+    """Per measure, the smallest change the night's own noise and attempts would have shown: 60 attempts in two hours
+    could not have seen what 2,000 could, and both say so in the verdict."""
+    few, many = course(**night(4, attempts=60)), course(**night(4, attempts=2000))
+    assert few["held"] is many["held"] is True
+    assert set(few["could_see"]) == set(many["could_see"]) == {"pass_rate", "ttft_p95", "decode_tps",
+                                                               "server_rss_bytes"}
+    assert few["could_see"]["pass_rate"]["size"] > many["could_see"]["pass_rate"]["size"] + 0.1
+    assert many["could_see"]["pass_rate"]["size"] >= 0.15, "never below the size that matters"
+    assert few["could_see"]["ttft_p95"]["size"] > many["could_see"]["ttft_p95"]["size"] >= 1.25
+    for found in (few, many):
+        seen = found["could_see"]
+        assert f"pass rate −{100 * seen['pass_rate']['size']:.0f} points" in found["verdict"]
+        assert f"TTFT p95 ×{seen['ttft_p95']['size']:.2f}" in found["verdict"]
+        assert f"decode tok/s ÷{seen['decode_tps']['size']:.2f}" in found["verdict"]
+        assert "a server RSS leak of " in found["verdict"]
+
+
+def test_calls_not_streamed_are_timed_by_their_duration():
+    """Without TTFT or decode speed (a server that does not stream), a slowdown shows in the calls' duration, and
+    the verdict says which latency it read."""
+    slowed = course(**night(5, ttfts=(0.2, 0.8), cut_s=2400, streamed=False))
+    assert slowed["latency"] == ["duration_p95", "s_per_token"]
+    steps = [f for f in slowed["findings"] if f["degrades"]]
+    assert {f["measure"] for f in steps} == {"duration_p95", "s_per_token"}
+    assert all(abs(f["at_s"] - 2400) <= slowed["window_s"] for f in steps)
+    step = steps[0]
+    assert slowed["verdict"].startswith(f"degraded from {step['clock']}: call duration p95 0.")
+    assert "the calls were not streamed" in slowed["verdict"]
+    quiet = course(**night(5, streamed=False))
+    assert quiet["held"] is True and "the calls were not streamed" in quiet["verdict"]
+    assert "call duration p95 ×" in quiet["verdict"]
+
+
+def test_memory_that_grows_several_fold_is_named_whatever_its_shape():
+    """0.4 → 3 GiB in the first 4 minutes, then flat: growth, named, and the night held; the same growth that never
+    levels off: a leak, and the night degraded. Never "no change in memory" with the growth unsaid."""
+    ramp = course(**night(6, rss_points=((0, 0.4), (240, 3.0), (7200, 3.0))))
+    assert ramp["held"] is True, ramp["verdict"]
+    assert "memory; server RSS grew 0.4 → 3.0 GiB in the first 4 min, then held; would have seen" in ramp["verdict"]
+    leak = course(**night(6, rss_points=((0, 0.4), (7200, 3.0))))
+    assert leak["held"] is False
+    assert leak["verdict"].startswith("degraded over the night: server RSS +2."), leak["verdict"]
+    both = course(**night(6, rss_points=((0, 0.4), (240, 2.0), (3600, 2.0), (7200, 3.0))))
+    assert both["held"] is False and "server RSS grew 0.4 → 3.0 GiB in the first" not in both["verdict"]
+    assert "server RSS grew 0.4 → 2." in both["verdict"] and "(slow drift)" in both["verdict"], both["verdict"]
 
 
 @pytest.mark.parametrize("attempts", [0, 3])
