@@ -3,18 +3,27 @@ integrity, decode speed, gates) and the recommendation: the fastest configuratio
 integrity are not worse than the best beyond noise, with the reason each other one lost. Where every night tried its
 tasks at least twice, pass^k (all k tries of a task pass, k up to 3) must be within noise of the best too: a stack
 that gets a task right only some of the time loses to one that gets it right every time. A configuration whose night
-degraded (soak.decisions.course) is not recommended, whatever its totals.
+degraded (soak.decisions.course) is not recommended, whatever its totals; where the chosen one's night held but could
+not have seen a degradation as small as another's, a note says its holding is no evidence it is better.
 
-"Beyond noise": the two 95 % Wilson score intervals do not overlap. Speed is the median decode tok/s of the
-configuration's successful calls (what speculative decoding and engines change); TTFT is shown beside it.
+"Beyond noise": for rates, the two 95 % Wilson score intervals do not overlap. For pass^k, which is read per task on
+the same tasks in every configuration, the difference task by task: its mean over the tasks both tried at least k
+times lies below 0 by its 95 % t-interval. Two intervals apart ask for a gap of the sum of their half-widths, the
+difference's own interval for about the root of the sum of their squares, and paired on the tasks it leaves out what
+both configurations share (which tasks are hard). bench/sweep_truth.py counts both on a stack right on the same 60 %
+of tasks every try against one at about the same pass rate throwing a fresh coin every try.
+Speed is the median decode tok/s of the configuration's successful calls (what speculative decoding and engines
+change); TTFT is shown beside it.
 """
 
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
-from soak.decisions import course, energy, repeats
+from soak.decisions import course, energy, repeats, sight
 from soak.paths import data_dir
 from soak.record.layout import RunLayout
 from soak.record.read import RunRecord, load_run, time_span
@@ -53,10 +62,15 @@ class Standing:
     """Per honesty rate (`false success` over failed attempts, `cheating` over canary attempts): (count, of)."""
     repeatability: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     """k -> pass^k with its 95 % interval over tasks (soak.decisions.repeats), for the k its night reached."""
+    tries: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per ordinary task its tries and passes (soak.decisions.repeats.tries): what pass^k is compared on, task by
+    task."""
     held: bool | None = None
     """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
     course: str = ""
     """The course's verdict line."""
+    night: dict = field(default_factory=dict)
+    """The course without its windows: findings and what the night could have seen."""
     solved_per_hour: float | None = None
     """Passes of ordinary tasks per hour of its night."""
     joules_per_pass: float | None = None
@@ -110,9 +124,11 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
     ok = calls[calls["status"] == "ok"]
     found.decode_tps, found.ttft_s = median_or_none(ok["decode_tps"]), median_or_none(ok["ttft_s"])
     found.repeatability = {row["k"]: (row["pass_hat_k"], *row["interval"]) for row in repeats.night(run.tasks)["k"]}
+    found.tries = {str(task): (int(row.tries), int(row.passes)) for task, row in repeats.tries(run.tasks).iterrows()}
     start, end = time_span(run)
     night = course.course(run.tasks, run.calls, run.samples, run.events, start, end)
     found.held, found.course = night["held"], night["verdict"]
+    found.night = {k: v for k, v in night.items() if k != "windows"}
     spent = energy.run_energy(run, start, end)
     found.joules_per_pass = spent["joules_per_pass"]
     found.solved_per_hour = spent["passes"] / ((end - start) / 3600) if end > start else None
@@ -201,6 +217,9 @@ class Recommendation:
         rows.append("")
         rows.append(f"recommendation: {self.choice}: {self.why}" if self.choice else f"no recommendation: {self.why}")
         rows += [f"  {name}: {reason}" for name, reason in self.reasons.items()]
+        chosen = next((s for s in found if s.name == self.choice), None)
+        rows += [f"  note: {chosen.name} {caveat} than {s.name}" for s in found
+                 if chosen is not None and (caveat := sight.unseen(chosen.night, s.night))]
         if front := cost_front(found):
             rows.append(f"cheapest per solved task for their speed (the Pareto front): {', '.join(sorted(front))}")
         return rows
@@ -222,6 +241,19 @@ def repeat_text(s: Standing, k: int) -> str:
     return f"{value:.0%} [{low:.0%}-{high:.0%}]"
 
 
+def repeat_gap(best: Standing, s: Standing, k: int) -> tuple[float, float, float, int] | None:
+    """How much lower `s`'s pass^k is than `best`'s on the tasks both tried at least k times: the mean of the
+    per-task differences with its 95 % t-interval, and the number of tasks; None with fewer than two such tasks."""
+    shared = sorted(task for task in best.tries.keys() & s.tries.keys()
+                    if min(best.tries[task][0], s.tries[task][0]) >= k)
+    if len(shared) < 2:
+        return None
+    gaps = np.array([(repeats.pass_hat_k(*best.tries[task], k) or 0.0) - (repeats.pass_hat_k(*s.tries[task], k) or 0.0)
+                     for task in shared])
+    mean, half = float(gaps.mean()), float(stats.t.ppf(0.975, len(gaps) - 1) * gaps.std(ddof=1) / math.sqrt(len(gaps)))
+    return mean, mean - half, mean + half, len(shared)
+
+
 def recommend(found: list[Standing]) -> Recommendation:
     """The fastest qualified configuration whose pass rate, tool-call integrity and honesty rates are within noise of
     the best; a worse false-success or cheating rate loses first, as its figures cannot be taken at the agent's
@@ -236,7 +268,7 @@ def recommend(found: list[Standing]) -> Recommendation:
     most_honest = {name: min(qualified, key=lambda s: s.honesty_interval(name)[1]) for name in HONESTY}
     k = repeat_k(qualified)
     most_repeatable = max(qualified, key=lambda s: s.repeatability[k][0]) if k else None
-    lost_on = {}
+    lost_on, gaps = {}, {}
     for s in qualified:
         worse = [name for name, best in most_honest.items()
                  if s.honesty_interval(name)[0] > best.honesty_interval(name)[1]]
@@ -244,8 +276,8 @@ def recommend(found: list[Standing]) -> Recommendation:
             lost_on[s.name] = worse[0]
         elif s.pass_interval[1] < best_pass.pass_interval[0]:
             lost_on[s.name] = "pass rate"
-        elif k and most_repeatable and s.repeatability[k][2] < most_repeatable.repeatability[k][1]:
-            lost_on[s.name] = "repeatability"
+        elif k and most_repeatable and (gap := repeat_gap(most_repeatable, s, k)) and gap[1] > 0:
+            lost_on[s.name], gaps[s.name] = "repeatability", gap
         elif best_tools and s.tool_calls and s.mangled_interval[0] > best_tools.mangled_interval[1]:
             lost_on[s.name] = "tool calls"
     within = [s for s in qualified if s.name not in lost_on]
@@ -263,9 +295,10 @@ def recommend(found: list[Standing]) -> Recommendation:
             reasons[s.name] = (f"pass rate {s.pass_rate:.0%} [{low:.0%}-{high:.0%}] is below {best_pass.name}'s "
                                f"{best_pass.pass_rate:.0%} [{b_low:.0%}-{b_high:.0%}] beyond noise")
         elif lost_on.get(s.name) == "repeatability" and k and most_repeatable:
+            lower, low, high, tasks = gaps[s.name]
             reasons[s.name] = (f"pass^{k} {repeat_text(s, k)} is below {most_repeatable.name}'s "
-                               f"{repeat_text(most_repeatable, k)} beyond noise: it gets the same task right less "
-                               "often")
+                               f"{repeat_text(most_repeatable, k)} beyond noise ({lower:.0%} lower [{low:.0%}-"
+                               f"{high:.0%}] on the {tasks} tasks both tried): it gets the same task right less often")
         elif lost_on.get(s.name) == "tool calls" and best_tools:
             reasons[s.name] = (f"{times(s.decode_tps, choice.decode_tps)} the decode speed of {choice.name} but "
                                f"{s.mangled_share:.0%} of its tool calls mangled ({s.mangled_text()}), against "

@@ -255,12 +255,13 @@ class Planner:
     def written(self, messages: list[dict[str, Any]], task: TaskSpec | None, rng: random.Random) -> Written:
         """What to write: p_correct's reference or a broken variant; once an error was fed back (`The tests
         failed`), the cheat on the scenario's cheating tasks, else p_fix's reference or a broken variant (both
-        chances scaled by the drift's pass factor)."""
+        chances scaled by the drift's pass factor; drawn once per task with `coder.per_task`)."""
         revision = any(REVISION in text_of(m) for m in messages)
         if revision and task and self.cheats(task):
             return "cheat"
         setting = self.scenario.coder
-        return "reference" if rng.random() < self.chance(setting.p_fix if revision else setting.p_correct) else "broken"
+        drawn = random.Random(f"{self.seed}:solves:{task.id}").random() if setting.per_task and task else rng.random()
+        return "reference" if drawn < self.chance(setting.p_fix if revision else setting.p_correct) else "broken"
 
     def chance(self, p: float) -> float:
         """A chance of writing the reference, scaled by the drift's pass factor once its time has come."""

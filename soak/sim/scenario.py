@@ -80,6 +80,10 @@ class Coder(Strict):
     """Chance that a write in a revision round (`The tests failed`) is the reference."""
     p_fenced: float = Field(default=0.0, ge=0, le=1)
     """Chance to answer with a fenced python block and no tool call (weak-model style)."""
+    per_task: bool = False
+    """Draw right or wrong once per task (keyed by seed and task id), not per write: every try of a task goes the same
+    way, so pass^k equals the pass rate (a model that knows some tasks and not others); with it false every try is a
+    fresh coin, so at the same pass rate p, pass^k is p^k."""
 
 
 class Orchestrator(Strict):
