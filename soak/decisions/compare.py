@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from soak.decisions import course, energy, repeats
+from soak.decisions import course, energy, repeats, sight
 from soak.record.read import RunRecord, load_run, resolve_run_dir, time_span
 from soak.record.summary import problem_table, trust
 
@@ -27,6 +27,8 @@ class Side:
     held: bool | None
     """Whether the night held up (soak.decisions.course); None for a night too short to tell."""
     verdict: str
+    course: dict
+    """soak.decisions.course.course without its windows: findings and what the night could have seen."""
     energy: dict
     """soak.decisions.energy.night_energy: what a solved task cost."""
 
@@ -50,7 +52,7 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
         else float("nan"),
         median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
         pass_hat_k={row["k"]: row["pass_hat_k"] for row in repeats.night(run.tasks)["k"]},
-        held=found["held"], verdict=found["verdict"],
+        held=found["held"], verdict=found["verdict"], course={k: v for k, v in found.items() if k != "windows"},
         energy=energy.run_energy(run, start, end),
     )
 
@@ -115,6 +117,8 @@ class Comparison:
             "course of the night:",
             f"  A: {a.verdict}",
             f"  B: {b.verdict}",
+            *(f"  {name} {caveat} than {other.run_id}" for name, one, other in (("A", a, b), ("B", b, a))
+              if (caveat := sight.unseen(one.course, other.course))),
             "",
             "per problem (pass rate A -> B):",
         ]

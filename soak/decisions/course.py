@@ -217,6 +217,7 @@ def course(tasks: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame, even
         "findings": [{"measure": f.measure.column, "words": f.measure.words, "kind": f.kind, "window": f.window,
                       "at_s": f.window * width, "clock": clock(start + f.window * width, width),
                       "before": f.before, "after": f.after, "p_value": f.p_value, "degrades": f.degrades,
-                      "said": said(f)} for f in found],
+                      "said": said(f), "size": sight.size(f.measure, f.before, f.after,
+                                                          (end - start - f.window * width) / 60)} for f in found],
         "restarts": [{"at_s": r - start, "clock": clock(r, width)} for r in restarts],
     }

@@ -95,6 +95,31 @@ def could_see_text(seen: dict[str, dict[str, Any]]) -> str:
     return f"would have seen: {', '.join(s['said'] for s in seen.values())} or more" if seen else ""
 
 
+def size(measure: Measure, before: float, after: float, minutes: float) -> float:
+    """A finding's size in could_see's terms: points of pass rate, a factor, or MB a minute over `minutes`."""
+    if measure is PASS_RATE:
+        return abs(after - before)
+    if measure.per_call:
+        low, high = sorted((before, after))
+        return high / low if low > 0 else math.inf
+    return abs(after - before) / max(minutes, 1.0) / MB
+
+
+def unseen(held: dict[str, Any], other: dict[str, Any]) -> str:
+    """Where one night held and another degraded by less than the first could have seen: the caveat that the first's
+    holding is no evidence it is better (`soak compare`, `soak sweep`); empty otherwise. Both are course() results."""
+    seen = held.get("could_see") or {}
+    if held.get("held") is not True or other.get("held") is not False:
+        return ""
+    missed = [f for f in other["findings"] if f["degrades"] and f["measure"] in seen
+              and f["size"] < seen[f["measure"]]["size"]]
+    if not missed:
+        return ""
+    could = could_see_text({f["measure"]: seen[f["measure"]] for f in missed})
+    return (f"held, but would not have seen {', '.join(f['said'] for f in missed)} (it {could}): holding is no "
+            "evidence it is better")
+
+
 class Growth(NamedTuple):
     """The server's memory from its first reading to the level it grew to, and when it got 90 % of the way."""
 

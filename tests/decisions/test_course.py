@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from soak.decisions.course import course, window_width
+from soak.decisions.sight import unseen
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 
 START = 1_767_225_600.0  # a night from 22:00 local time or so; only offsets matter
@@ -166,3 +167,17 @@ def test_memory_that_grows_several_fold_is_named_whatever_its_shape():
 def test_a_night_too_short_to_judge_says_so(attempts):
     found = course(**night(3, attempts=attempts))
     assert found["held"] is None and found["verdict"].startswith("too short to judge its course")
+
+
+def test_a_night_that_held_blind_is_no_evidence_against_one_that_degraded_by_less():
+    """60 attempts that held could not have seen the 25-point drop 2,000 attempts found: the caveat `soak compare`
+    and `soak sweep` print says so, naming both figures; a night that could have seen it gets no caveat."""
+    blind, sharp = course(**night(7, attempts=60)), course(**night(8, attempts=2000))
+    dropped = course(**night(7, attempts=2000, pass_rates=(0.7, 0.45)))
+    [drop] = [f for f in dropped["findings"] if f["degrades"]]
+    assert blind["held"] is sharp["held"] is True and dropped["held"] is False
+    assert blind["could_see"]["pass_rate"]["size"] > drop["size"] > sharp["could_see"]["pass_rate"]["size"]
+    caveat = unseen(blind, dropped)
+    assert caveat.startswith(f"held, but would not have seen {drop['said']} (it would have seen: pass rate −")
+    assert caveat.endswith("holding is no evidence it is better")
+    assert unseen(sharp, dropped) == unseen(dropped, blind) == ""
