@@ -142,9 +142,11 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
     head["course"] = agg.jsonable({**found, "windows": records(frame.drop(columns=["at"]))})
     head["repeats"] = agg.jsonable(repeats.night(run.tasks))
     events = agg.stack_events(run.events)
+    latency = {"ttft_p95": ("TTFT p95", "seconds"), "decode_tps": ("Decode tok/s (median)", "tok/s"),
+               "duration_p95": ("Call duration p95 (calls not streamed)", "seconds"),
+               "s_per_token": ("Seconds per completion token (median)", "s/token")}
     panels = [("pass_rate", "Pass rate of ordinary tasks (95 % Wilson band)", "%", 100.0),
-              ("ttft_p95", "TTFT p95", "seconds", 1.0),
-              ("decode_tps", "Decode tok/s (median)", "tok/s", 1.0),
+              *((column, *latency[column], 1.0) for column in found["latency"]),
               ("server_rss_bytes", "Model server RSS", "GiB", 1 / 2**30),
               ("failed_calls", "Failed calls", "calls", 1.0)]
     table = repeats.tries(run.tasks)

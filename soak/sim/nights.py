@@ -127,11 +127,12 @@ def task_rows(night: Night, times: np.ndarray, rng: np.random.Generator) -> tupl
     tasks: list[Row] = []
     rounds: list[Row] = []
     for n, (at, task, ok, d) in enumerate(zip(times, order, passed, durations, strict=True)):
-        result, named = "pass" if ok else "fail", {"task_id": f"task-{task:02d}", "cycle": n // TASKS + 1}
-        tasks.append(TaskRow(run_id="night", **named, suite="builtin", started_at=START + at, ended_at=START + at + d,
-                             duration_s=d, outcome=result, rounds=1, tests_passed=5 if ok else 2, tests_total=5))
-        rounds.append(RoundRow(run_id="night", **named, round=1, result=result, tests_passed=5 if ok else 2,
-                               tests_total=5))
+        task_id, cycle, result = f"task-{task:02d}", n // TASKS + 1, "pass" if ok else "fail"
+        tasks.append(TaskRow(run_id="night", task_id=task_id, cycle=cycle, suite="builtin", started_at=START + at,
+                             ended_at=START + at + d, duration_s=d, outcome="pass" if ok else "fail", rounds=1,
+                             tests_passed=5 if ok else 2, tests_total=5))
+        rounds.append(RoundRow(run_id="night", task_id=task_id, cycle=cycle, round=1, result=result,
+                               tests_passed=5 if ok else 2, tests_total=5))
     return tasks, rounds
 
 
