@@ -8,8 +8,9 @@ the call or token cap an attempt's requests get an OpenAI-style error and the at
 with no byte for `stale_seconds` (before its head or within its stream) is cut and recorded `stalled`.
 
 What the agent gets wrong is answered here, as its own call, and never forwarded: a body over `[agent]
-max_request_bytes` (413, refused before more than that is read) and a request no server would take (400), each a
-`bad_request` row charged to the attempt, so `infra_error` keeps meaning that the server failed a well-formed request.
+max_request_bytes` (413, refused before more than that is read) and a request that does not fit the OpenAI chat
+schema (400 with the place and the reason, `soak.agent.request_check`), each a `bad_request` row charged to the
+attempt, so `infra_error` keeps meaning that the server failed a well-formed request.
 The model is the endpoint's: a request naming another is sent with the configured name, and its row keeps the name
 asked for (`requested_model`).
 """
@@ -33,6 +34,7 @@ from aiohttp import web
 from pydantic_core import from_json
 
 from soak.agent.attempt import AttemptEnded, Ledger
+from soak.agent.request_check import request_problem
 from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
 from soak.llm.reply import Reply, dict_or_fail
@@ -66,30 +68,6 @@ def env_proxy(url: str) -> str | None:
     if urllib.request.proxy_bypass(parts.hostname or ""):  # NO_PROXY, where the environment names proxies
         return None
     return urllib.request.getproxies_environment().get(parts.scheme)
-
-
-def request_problem(payload: Any) -> str:
-    """Why an OpenAI-compatible server would refuse this chat request before any work, as vLLM's validation does;
-    empty when it is well formed. Only the fields the proxy reads and the shape every server needs are checked."""
-    if not isinstance(payload, dict):
-        return "the request body is not a JSON object"
-    messages = payload.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "messages must be a non-empty list"
-    if not all(isinstance(message, dict) and isinstance(message.get("role"), str) for message in messages):
-        return "each message must be an object with a role"
-    if not isinstance(payload.get("model"), str | None):
-        return "model must be a string"
-    if payload.get("stream") not in (None, True, False):
-        return "stream must be a boolean"
-    tools = payload.get("tools")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
-        return "tools must be a list of objects"
-    for key in ("max_tokens", "max_completion_tokens"):
-        value = payload.get(key)
-        if value is not None and (type(value) is not int or value < 1):
-            return f"{key} must be a positive integer"
-    return ""
 
 
 def loaded(data: bytes) -> Any:

@@ -21,6 +21,15 @@ from soak.agent.attempt import Ledger
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.record.schema import CallRow
+from tests.sim.test_agents import (
+    AIDER_EXAMPLES,
+    AIDER_SYSTEM,
+    HERMES_SYSTEM,
+    HERMES_TOOLS,
+    MINI_BASH,
+    MINI_FORMAT_ERROR,
+    MINI_SYSTEM,
+)
 
 KEY = "sk-real-key"
 # A line split across two writes, usage in a chunk of its own, then [DONE]: the copy must be parsed across writes.
@@ -439,32 +448,125 @@ def test_a_request_that_python_reads_is_forwarded_even_with_a_lone_surrogate_esc
     run(upstream, test)
 
 
-MALFORMED = {
-    "not JSON": b"{not json",
-    "not an object": b"[1, 2]",
-    "no messages": json.dumps({"model": "sim"}).encode(),
-    "empty messages": json.dumps({"model": "sim", "messages": []}).encode(),
-    "a message not an object": json.dumps({"model": "sim", "messages": ["hi"]}).encode(),
-    "a message without a role": json.dumps({"messages": [{"content": "hi"}]}).encode(),
-    "tools not a list": json.dumps({**STREAM, "tools": {"name": "x"}}).encode(),
-    "max_tokens not a count": json.dumps({**STREAM, "max_tokens": "lots"}).encode(),
-    "model not a string": json.dumps({**STREAM, "model": ["sim"]}).encode(),
-    "nested past the parsers' depth": b'{"messages": ' + b"[" * 100_000,
+def shaped(**fields: object) -> bytes:
+    """STREAM with `fields` changed: a request malformed in one place only."""
+    return json.dumps({**STREAM, **fields}).encode()
+
+
+TOOL = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+MALFORMED = {  # the body, and the place its 400 names
+    "not JSON": (b"{not json", "not a JSON object"),
+    "not an object": (b"[1, 2]", "not a JSON object"),
+    "no messages": (json.dumps({"model": "sim"}).encode(), "messages: Field required"),
+    "empty messages": (shaped(messages=[]), "messages: List should have at least 1 item"),
+    "a message not an object": (shaped(messages=["hi"]), "messages[0]:"),
+    "a message without a role": (shaped(messages=[{"content": "hi"}]), "messages[0]:"),
+    "a message of no known role": (shaped(messages=[{"role": "wizard", "content": "hi"}]), "'wizard'"),
+    "a content part of no known type": (
+        shaped(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "txt", "text": "x"}]}]),
+        "messages[0].content[1]: Input tag 'txt'"),
+    "a text part without its text": (shaped(messages=[{"role": "user", "content": [{"type": "text"}]}]),
+                                     "messages[0].content[0].text: Field required"),
+    "a tool result without its call's id": (shaped(messages=[{"role": "tool", "content": "ok"}]),
+                                            "messages[0].tool_call_id: Field required"),
+    "a tool call without arguments": (
+        shaped(messages=[{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                               "function": {"name": "bash"}}]}]),
+        "messages[0].tool_calls[0].function.arguments: Field required"),
+    "tools not a list": (shaped(tools={"name": "x"}), "tools: Input should be a valid list"),
+    "a tool whose function is not an object": (shaped(tools=[{"type": "function", "function": "bash"}]),
+                                               "tools[0].function: Input should be a valid dictionary"),
+    "a tool of no known type": (shaped(tools=[{**TOOL, "type": "fn"}]), "tools[0]: Input tag 'fn'"),
+    "a tool choice of no known kind": (shaped(tools=[TOOL], tool_choice="always"), "tool_choice:"),
+    "a named tool choice without a name": (shaped(tools=[TOOL], tool_choice={"type": "function", "function": {}}),
+                                           "tool_choice.function.name: Field required"),
+    "max_tokens not a count": (shaped(max_tokens="lots"), "max_tokens: Input should be a valid integer"),
+    "max_tokens of 0": (shaped(max_tokens=0), "max_tokens: Input should be greater than or equal to 1"),
+    "n of 0": (shaped(n=0), "n: Input should be greater than or equal to 1"),
+    "a negative temperature": (shaped(temperature=-0.5), "temperature: Input should be greater than or equal to 0"),
+    "top_p above 1": (shaped(top_p=1.5), "top_p: Input should be less than or equal to 1"),
+    "top_p not a number": (shaped(top_p="high"), "top_p: Input should be a valid number"),
+    "stream not a boolean": (shaped(stream="yes"), "stream: Input should be a valid boolean"),
+    "model not a string": (shaped(model=["sim"]), "model: Input should be a valid string"),
+    "nested past the parsers' depth": (b'{"messages": ' + b"[" * 100_000, "not a JSON object"),
 }
 
 
-@pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_request_is_answered_400_by_the_proxy_recorded_and_never_forwarded(body):
+@pytest.mark.parametrize(("body", "reason"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_request_is_answered_400_by_the_proxy_with_its_place_recorded_and_never_forwarded(body, reason):
     upstream = Upstream()
 
     async def test(rig: Rig) -> None:
         reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=body,
                                       headers={"Authorization": f"Bearer {rig.token}"})
         assert reply.status_code == 400 and reply.json()["error"]["code"] == "bad_request"
+        assert reply.json()["error"]["type"] == "invalid_request_error" and reason in reply.json()["error"]["message"]
         [row] = rig.rows
         assert (row.status, row.http_status, row.role) == ("bad_request", 400, "agent")
         assert row.error == reply.json()["error"]["message"] and rig.ledger.totals.infra_failures == 0
         assert not upstream.received
+
+    run(upstream, test)
+
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+AGENTS = {  # the requests of a later turn, as each agent sends them (tests/sim/test_agents.py has their sources)
+    "hermes": {
+        "model": "sim", "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 65536,
+        "tools": HERMES_TOOLS,
+        "messages": [{"role": "system", "content": HERMES_SYSTEM}, {"role": "user", "content": "Fix solution.py"},
+                     {"role": "assistant", "content": "", "tool_calls": [{**CALL, "function": {
+                         "name": "terminal", "arguments": '{"command": "pytest"}'}}]},
+                     {"role": "tool", "name": "terminal", "tool_call_id": "call_1", "content": '{"output": "ok"}'}],
+    },
+    "mini-swe-agent": {  # litellm's dump of the assistant message: its empty fields null, fields of its own
+        "model": "sim", "tools": MINI_BASH,
+        "messages": [{"role": "system", "content": MINI_SYSTEM}, {"role": "user", "content": "Please solve this"},
+                     {"role": "assistant", "content": "Let me look.", "tool_calls": None, "function_call": None},
+                     {"role": "user", "content": MINI_FORMAT_ERROR},
+                     {"role": "assistant", "content": None, "tool_calls": [CALL], "function_call": None,
+                      "refusal": None, "audio": None, "reasoning_content": None, "provider_specific_fields": None},
+                     {"role": "tool", "tool_call_id": "call_1", "content": '{"returncode": 0, "output": ""}'}],
+    },
+    "aider": {
+        "model": "sim", "stream": True, "temperature": 0,
+        "messages": [{"role": "system", "content": AIDER_SYSTEM}, *AIDER_EXAMPLES,
+                     {"role": "user", "content": [{"type": "text", "text": "Write solution.py",
+                                                   "cache_control": {"type": "ephemeral"}}]}],
+    },
+    "a server's own extras": {  # vLLM's and llama.cpp's keys beside OpenAI's, and OpenAI's own knobs
+        **STREAM, "chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, "min_p": 0.05,
+        "repetition_penalty": 1.05, "cache_prompt": True, "reasoning_format": "none", "max_completion_tokens": 512,
+        "n": 1, "top_p": 0.8, "temperature": 0.7, "presence_penalty": -1.5, "seed": 7, "stop": ["\n```"],
+        "tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "bash"}},
+        "parallel_tool_calls": False,
+    },
+}
+
+
+@pytest.mark.parametrize("request_body", AGENTS.values(), ids=AGENTS.keys())
+def test_a_well_formed_request_of_each_agents_shape_is_forwarded_unchanged(request_body):
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        sent = json.dumps(request_body).encode()
+        reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=sent,
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 200 and upstream.received[0][2] == sent
+        assert [row.status for row in rig.rows] == ["ok"]
+
+    run(upstream, test)
+
+
+def test_a_server_failing_a_well_formed_request_is_the_servers_failure():
+    """The check refuses only what the agent got wrong: a 500 to a request it passed stays an infrastructure failure."""
+    upstream = Upstream(error=(500, b'{"error":{"message":"Internal Server Error"}}'))
+
+    async def test(rig: Rig) -> None:
+        reply = await rig.post(AGENTS["hermes"])
+        assert reply.status_code == 500 and len(upstream.received) == 1
+        [row] = rig.rows
+        assert (row.status, row.http_status) == ("http_5xx", 500) and rig.ledger.totals.infra_failures == 1
 
     run(upstream, test)
 
@@ -561,14 +663,14 @@ def test_a_1_gib_body_leaves_the_harness_rss_within_100_mib_of_a_normal_call_and
     assert [(row.status, row.http_status) for row in rows] == [("ok", 200), ("bad_request", 413)]
 
 
-def test_a_row_keeps_the_sampling_settings_the_agent_sent_and_only_numbers():
-    """An agent's temperature and seed as it sent them; a top_p that is not a number is unknown, not an error."""
+def test_a_row_keeps_the_sampling_settings_the_agent_sent():
+    """An agent's temperature, top_p and seed as it sent them (one that is not a number is refused: MALFORMED)."""
     upstream = Upstream()
 
     async def test(rig: Rig) -> None:
-        reply = await rig.post({**STREAM, "stream": False, "temperature": 0.3, "top_p": "high", "seed": 42})
+        reply = await rig.post({**STREAM, "stream": False, "temperature": 0.3, "top_p": 0.9, "seed": 42})
         assert reply.status_code == 200
         [row] = rig.rows
-        assert (row.temperature, row.top_p, row.seed) == (0.3, None, 42)
+        assert (row.temperature, row.top_p, row.seed) == (0.3, 0.9, 42)
 
     run(upstream, test)
