@@ -1,12 +1,15 @@
 """The recording proxy in a night: `soak run --agent` with a scripted agent against the in-process sim. A malformed
-request is the agent's own error, answered by the proxy and never the server's (`infra_error`); a request naming
-another model is served by the configured one, and calls.csv keeps both names."""
+request is the agent's own error, answered by the proxy and never the server's (`infra_error`), even one the server
+would have failed with a 5xx; a well-formed request the server fails stays `infra_error`; a request naming another
+model is served by the configured one, and calls.csv keeps both names."""
 
 import json
 from pathlib import Path
 
+import httpx2
 import pandas as pd
 
+from soak.sim.scenario import Fault
 from tests.helpers import script_night
 
 ASK = '''
@@ -51,6 +54,33 @@ def test_an_agent_that_sends_only_a_malformed_request_is_charged_with_it_not_the
     assert row["outcome"] == "agent_error" and row["agent_calls"] == 1, row["error_tail"]
     assert calls[["status", "http_status", "role"]].values.tolist() == [["bad_request", 400, "agent"]]
     assert sim.stats.requests == 0
+
+
+def test_a_tool_the_server_cannot_read_is_the_agents_error_though_the_server_would_have_failed_it(
+        jail, fast_sim, data_dir, tmp_path):
+    """A tool whose `function` is a string: the sim fails it with a 500, so forwarded it read as the stack's
+    `infra_error`; the proxy answers it 400 and the night charges the agent."""
+    sim, base_url = fast_sim()
+    body = {"model": "soak-sim", "messages": [{"role": "user", "content": "PROMPT"}],
+            "tools": [{"type": "function", "function": "write_file"}]}
+    row, calls, output = night(tmp_path, base_url, json.dumps(body))
+    assert "refused 400 bad_request" in output
+    assert row["outcome"] == "agent_error" and row["agent_calls"] == 1, row["error_tail"]
+    [call] = calls.to_dict("records")
+    assert (call["status"], call["http_status"], call["role"]) == ("bad_request", 400, "agent")
+    assert "tools[0].function" in call["error"] and sim.stats.requests == 0
+    with httpx2.Client(timeout=30) as client:  # what the server makes of it
+        assert client.post(f"{base_url}/chat/completions", json=body).status_code == 500
+
+
+def test_a_server_failing_a_well_formed_request_is_still_the_stacks_infra_error(jail, fast_sim, data_dir, tmp_path):
+    sim, base_url = fast_sim(faults=[Fault(kind="http_500", rate=1.0)])
+    body = {"model": "soak-sim", "messages": [{"role": "user", "content": [{"type": "text", "text": "PROMPT"}]}],
+            "tools": [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}],
+            "temperature": 0.2, "chat_template_kwargs": {"enable_thinking": False}}
+    row, calls, output = night(tmp_path, base_url, json.dumps(body))
+    assert row["outcome"] == "infra_error", row["error_tail"]
+    assert calls[["status", "http_status"]].values.tolist() == [["http_5xx", 500]] and sim.stats.requests == 1
 
 
 def test_a_request_for_another_model_is_served_by_the_configured_one(jail, fast_sim, data_dir, tmp_path):
