@@ -58,6 +58,9 @@ class ChatRequest(TypedDict, total=False):
 DISCRIMINATORS = ("role", "type")
 """The fields whose literal names the member of an SDK union: a message by its role, a content part, tool, tool call or
 tool choice by its type."""
+REASON_CHARS = 300
+"""The most of a reason given: pydantic's message repeats an unknown role or type, which may be of any length (a row's
+error keeps 400 characters)."""
 TAG = re.compile(r"^[A-Z]|\[|^(str|int|float|bool|none)$")
 """pydantic's name for a member of a plain union in an error's location: a TypedDict's class name or a type's name; the
 request's own fields are all lower case."""
@@ -82,7 +85,8 @@ def reason(errors: list[ErrorDetails], payload: dict[str, Any]) -> str:
     places = [place(error["loc"], payload) for error in errors]
     deepest = max(places, key=lambda path: path.count(".") + path.count("["))
     said = dict.fromkeys(error["msg"] for error, path in zip(errors, places, strict=True) if path == deepest)
-    return f"{deepest}: {' or '.join(said)}"
+    text = f"{deepest}: {' or '.join(said)}"
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
 
 
 def place(loc: tuple[int | str, ...], payload: Any) -> str:

@@ -462,6 +462,8 @@ MALFORMED = {  # the body, and the place its 400 names
     "a message not an object": (shaped(messages=["hi"]), "messages[0]:"),
     "a message without a role": (shaped(messages=[{"content": "hi"}]), "messages[0]:"),
     "a message of no known role": (shaped(messages=[{"role": "wizard", "content": "hi"}]), "'wizard'"),
+    "a role of a megabyte, not repeated in full": (shaped(messages=[{"role": "w" * (1 << 20), "content": "hi"}]),
+                                                   "messages[0]: Input tag 'www"),
     "a content part of no known type": (
         shaped(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "txt", "text": "x"}]}]),
         "messages[0].content[1]: Input tag 'txt'"),
@@ -503,8 +505,8 @@ def test_a_malformed_request_is_answered_400_by_the_proxy_with_its_place_recorde
         assert reply.json()["error"]["type"] == "invalid_request_error" and reason in reply.json()["error"]["message"]
         [row] = rig.rows
         assert (row.status, row.http_status, row.role) == ("bad_request", 400, "agent")
-        assert row.error == reply.json()["error"]["message"] and rig.ledger.totals.infra_failures == 0
-        assert not upstream.received
+        assert row.error == reply.json()["error"]["message"]  # whole: no longer than a row keeps
+        assert rig.ledger.totals.infra_failures == 0 and not upstream.received
 
     run(upstream, test)
 
