@@ -3,11 +3,11 @@
 A request the server cannot handle must be answered as the agent's error: forwarded, it may fail the server with a
 5xx (a tool whose `function` is a string raised inside the server's own code) and the attempt read as the stack's
 `infra_error`. The shapes are the openai SDK's own request types (`openai.types.chat`: message roles and content
-parts, tools and tool calls, `tool_choice`), validated by pydantic, with the numeric ranges the servers hold.
+parts, tools and tool calls, `tool_choice`), validated by pydantic, with the numeric ranges of OpenAI's schema.
 
 Only the fields below are checked; any other key passes untouched, since servers take extras of their own
 (`chat_template_kwargs`, `top_k`, `repetition_penalty`...) and extend some OpenAI fields (vLLM's `structural_tag`
-response format). A range is held here only where every server holds it (not OpenAI's cap of 2 on temperature: vLLM
+response format). A range is held here only where vLLM holds it too (not OpenAI's cap of 2 on temperature: vLLM
 samples above it); a value only some servers refuse gets their own 400, which is the agent's error too.
 """
 
@@ -30,8 +30,9 @@ Penalty = Annotated[float, Field(ge=-2, le=2)]
 
 
 class ChatRequest(TypedDict, total=False):
-    """The checked part of a chat request. `model` may be missing (the proxy serves its endpoint's model) and
-    `messages` may not be empty (no server can prompt from nothing); the rest is the SDK's `CompletionCreateParams`."""
+    """The checked part of a chat request: each field typed as in the SDK's `CompletionCreateParams`, with its range.
+    `model` may be missing (the proxy serves its endpoint's model) and `messages` may not be empty (no server can
+    prompt from nothing)."""
 
     messages: Required[Annotated[list[ChatCompletionMessageParam], Field(min_length=1)]]
     model: str | None
