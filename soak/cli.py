@@ -7,18 +7,20 @@ from typing import Any
 
 import click
 
-from soak.errors import BadInput
+from soak.errors import exit_line
 
 
 class SoakGroup(click.Group):
-    """Turns BadInput from any stage into one line on stderr and exit code 2."""
+    """Turns an error that is no bug (soak.errors.exit_line), from any stage, into one line on stderr and its code."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except BadInput as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(2)
+        except Exception as error:
+            if (known := exit_line(error)) is None:
+                raise
+            click.echo(known[0], err=True)
+            sys.exit(known[1])
 
 
 class StageHelp(click.Option):

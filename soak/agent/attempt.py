@@ -3,8 +3,7 @@
 The core owns what both share: the workspace and entry file; the ledger of calls and tokens that ends the attempt at
 its call and token caps (the recording proxy charges the same ledger); the rounds (the driver writes -> missing-file
 check -> judge -> revision or end); the wall budget with its test-time reserve; judging the file left behind when a
-budget ends; the one place an ending becomes an outcome; and the one TaskRow builder (cancelled attempts too).
-"""
+budget ends; the one place an ending becomes an outcome; and the one TaskRow builder (cancelled attempts too)."""
 
 import asyncio
 import contextlib
@@ -22,6 +21,7 @@ from typing import Any, Protocol, TypedDict
 from soak.agent.claims import Claim
 from soak.agent.commands import commands_in
 from soak.config import Budgets
+from soak.errors import is_disk_full
 from soak.llm.integrity import ToolCall
 from soak.llm.reply import counted_tokens
 from soak.record.layout import AttemptLayout
@@ -38,7 +38,6 @@ Judge = Callable[..., Verdict]
 
 
 # --- endings ----------------------------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Ending:
     """How an attempt ended: its outcome, the error kind and the detail that become the row's error columns."""
@@ -101,7 +100,6 @@ def final(verdict: Verdict) -> Ending | None:
 
 
 # --- the ledger -------------------------------------------------------------------------------------------------------
-
 class TotalsFields(TypedDict):
     """The columns of an attempt's row that CallTotals sums."""
 
@@ -220,7 +218,6 @@ class Ledger:
 
 
 # --- the rounds -------------------------------------------------------------------------------------------------------
-
 class Driver(Protocol):
     """What writes the entry file; entered for the attempt's whole run (a transcript, a proxy registration)."""
 
@@ -388,6 +385,8 @@ class AttemptCore:
                 return Ending("timeout", "", f"wall budget of {self.seconds:g} s spent")
             return Ending("harness_error", "TimeoutError", traceback.format_exc())
         except Exception as error:
+            if is_disk_full(error):  # the host's disk, not the attempt's: the night waits for room (soak.night.room)
+                raise
             return Ending("harness_error", type(error).__name__, traceback.format_exc())
 
     async def _judge(self, source: str | TooLarge) -> Verdict:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.config import ErrorBudget, SoakConfig
+from soak.errors import is_disk_full
+from soak.night.room import DISK_FULL, Room, unless_full
 from soak.record.folder import RowListener, RunFolder
 from soak.record.layout import attempt_name
 from soak.record.read import read_attempts, read_rows
@@ -24,7 +26,7 @@ from soak.tasks.spec import TaskSpec
 if TYPE_CHECKING:
     from soak.decisions.route import Route
 
-EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "signal": 130}
+EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "disk_full": 1, "signal": 130}
 HEARTBEAT_SECONDS = 5.0
 MAX_GRACE_SECONDS = 300.0
 END_RESERVE_SECONDS = 20.0
@@ -156,7 +158,7 @@ class InfraWindow:
 @dataclass
 class RunEnd:
     reason: str
-    """deadline | tasks | cycles | error_budget | signal"""
+    """deadline | tasks | cycles | error_budget | disk_full | signal"""
     detail: str = ""
 
     @property
@@ -203,10 +205,12 @@ class Runner(RowListener):
         """Slot -> session of the row a retry supersedes (its work folder is kept under that name)."""
         self.schedule = Schedule(tasks, config.seed, info.limits, finished_attempts(attempts, self.retry))
         self.budget = InfraWindow(config.error_budget)
-        self.in_flight: dict[str, InFlight] = {}
-        self.end: RunEnd | None = None
         self.go = asyncio.Event()
         self.go.set()
+        self.room = Room(folder, config.error_budget.wait_for_stack_seconds, self.go.clear, self.go_on,
+                         lambda why: self.stop("disk_full", why, cancel=True))
+        self.in_flight: dict[str, InFlight] = {}
+        self.end: RunEnd | None = None
         self.recovery: asyncio.Task | None = None
         self.deadline_at: float | None = None
         """Wall-clock time at which no new attempt starts; None without a duration limit."""
@@ -253,7 +257,7 @@ class Runner(RowListener):
     def heartbeat(self) -> None:
         self.info.sessions[-1].last_seen_at = time.time()
         self.info.in_flight = list(self.in_flight)
-        self.folder.write_info(self.info)
+        unless_full(lambda: self.folder.write_info(self.info))
 
     def finish_session(self, end: RunEnd) -> None:
         now = time.time()
@@ -262,7 +266,7 @@ class Runner(RowListener):
         current.last_seen_at = current.stopped_at = self.info.ended_at = now
         current.reason, current.exit_code = end.reason, end.exit_code
         self.info.in_flight = []
-        self.folder.write_info(self.info)
+        unless_full(lambda: self.folder.write_info(self.info))
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -338,7 +342,7 @@ class Runner(RowListener):
             workdir.rename(unused(workdir.with_name(f"{workdir.name}.session-{superseded}")))
         if workdir.exists():  # a redo after a crash or a cancel starts clean, however deep a tree the attempt left
             await asyncio.to_thread(remove_tree, workdir)  # seconds for a deep tree: the other lanes go on meanwhile
-            if self.end is not None:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
+            if not self.scheduling:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
                 return
         workdir.mkdir(parents=True, exist_ok=True)
         route = self.routes.get(task.id)
@@ -350,7 +354,12 @@ class Runner(RowListener):
             row = await self.run_try(task, cycle, repeat, workdir, route)
         if row.outcome == "node_lost":
             self.lost(row, "redone on resume")
-        self.record(row)
+        while row.error_kind == DISK_FULL and await self.room.wait(row.error_tail):  # cut short by a full disk: again
+            await self.room.recorded(self.record, row)
+            await asyncio.to_thread(remove_tree, workdir)
+            workdir.mkdir(parents=True, exist_ok=True)
+            row = await self.run_try(task, cycle, repeat, workdir, route)
+        await self.room.recorded(self.record, row)
 
     def lost(self, row: TaskRow, then: str) -> None:
         """A try lost with its cluster node: an event naming the node as its source (the report counts per node)."""
@@ -382,6 +391,8 @@ class Runner(RowListener):
                 raise
             return row
         except Exception as error:  # noqa: BLE001 - our bug in one attempt is a row, the night goes on
+            if is_disk_full(error):  # not a bug: the attempt runs again once there is room
+                return self.unfinished_row(task, flight, "cancelled", str(error), kind=DISK_FULL)
             tail = "".join(traceback.format_exception(error)[-30:])
             return self.unfinished_row(task, flight, "harness_error", tail, kind=type(error).__name__)
         finally:
@@ -397,6 +408,11 @@ class Runner(RowListener):
         self.folder.record_task(row)
         if self.budget.add(row.outcome):
             self.pause(f"{sum(self.budget.window)} infra errors in the last {len(self.budget.window)} attempts")
+
+    def go_on(self) -> None:
+        """Attempts start again after the wait for room, unless the stack is still awaited."""
+        if self.recovery is None:
+            self.go.set()
 
     def pause(self, why: str) -> None:
         if self.recovery is None and self.end is None:

@@ -242,7 +242,7 @@ def next_steps(stats: RunStats, folder: Path, reason: str) -> list[str]:
     lines = [f"run folder: {folder}",
              f"next: soak report {run_id}   (the report goes to {default_output([folder]) / 'index.html'})"]
     redo = f", {stats.outcomes['cancelled']} cancelled attempts run again" if stats.outcomes["cancelled"] else ""
-    if reason in ("signal", "error_budget"):
+    if reason in ("signal", "error_budget", "disk_full"):
         lines.append(f"continue it: soak run --resume {run_id}   (finished attempts are kept{redo})")
     elif reason == "deadline" and redo:
         lines.append(f"continue it: soak run --resume {run_id} --hours N   (finished attempts are kept{redo})")
@@ -256,6 +256,7 @@ def summary(stats: RunStats, reason: str, detail: str) -> Group:
         "tasks": "completed: the task limit was reached",
         "cycles": "completed: every task ran",
         "error_budget": "stopped by the error budget",
+        "disk_full": "stopped: no room on disk",
         "signal": "stopped by a signal",
     }[reason]
     active = stats.info.active_seconds

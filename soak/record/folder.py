@@ -5,12 +5,13 @@ import io
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from soak.errors import BadInput
+from soak.errors import BadInput, DiskFull, is_disk_full
 from soak.files import write_atomic
 from soak.record.layout import RunLayout
 from soak.record.schema import (
@@ -136,11 +137,19 @@ class CsvLog(Generic[R]):
             self.write(encode_row(self.columns))
 
     def write(self, data: bytes) -> None:
+        """The whole row or nothing: a write that finds no room is cut back to where the row began (DiskFull)."""
         with self.lock:
-            while data:
-                data = data[os.write(self.fd, data) :]
-            if self.durable:
-                os.fsync(self.fd)
+            start = os.fstat(self.fd).st_size
+            try:
+                while data:
+                    data = data[os.write(self.fd, data) :]
+                if self.durable:
+                    os.fsync(self.fd)
+            except OSError as error:
+                if not is_disk_full(error):
+                    raise
+                os.ftruncate(self.fd, start)
+                raise DiskFull(f"{self.path}: {error.strerror}") from error
 
     def append(self, row: R) -> None:
         """Write one row now; a durable log (tasks.csv) also fsyncs it."""
@@ -182,6 +191,8 @@ class RunFolder:
         self.layout = RunLayout(path)
         self.run_id = path.name
         self.listeners: list[RowListener] = []
+        self.unwritten: Counter[str] = Counter()
+        """Rows of events.csv and samples.csv that found no room (`kept`), by file name."""
 
     def check_columns(self) -> None:
         """Refuse (BadInput) before anything is written when a CSV cannot be appended to (check_columns)."""
@@ -224,16 +235,24 @@ class RunFolder:
 
     def record_sample(self, row: SampleRow) -> None:
         """The telemetry writer (soak.stack.telemetry.Monitor's `write`)."""
-        self.samples.append(row)
+        self.kept(self.samples, row)
         for listener in self.listeners:
             listener.sample(row)
 
     def event(self, kind: EventKind, detail: str = "", source: str = "runner") -> EventRow:
         row = EventRow(run_id=self.run_id, at=time.time(), kind=kind, source=source, detail=detail)
-        self.events.append(row)
+        self.kept(self.events, row)
         for listener in self.listeners:
             listener.event(row)
         return row
+
+    def kept(self, log: CsvLog[R], row: R) -> None:
+        """An event or a sample that finds no room is counted, not written: the night goes on without it (its
+        listeners still see it), while an attempt's rows wait for room (soak.night.room)."""
+        try:
+            log.append(row)
+        except DiskFull:
+            self.unwritten[log.path.name] += 1
 
     def read_info(self) -> RunInfo:
         try:
