@@ -142,7 +142,7 @@ def sweep(seed: int, tasks: int = 30) -> Outcome:
 
 def why(reason: str) -> str:
     """A reason's first words: what it lost on."""
-    return reason.split(":")[0] if reason.startswith(("its ", "failed")) else reason.split(" beyond")[0][:60]
+    return reason[:90] if reason.startswith(("its ", "failed")) else reason.split(" beyond")[0][:90]
 
 
 def main() -> None:
