@@ -38,6 +38,7 @@ from soak.sandbox.disk import remove_tree
 from soak.sandbox.jail import Contained, ResourceLimits, launch, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
+from soak.sandbox.sized import SizedDisk
 from soak.sandbox.visible import allow_listed, allowed, module_file, run_module, venv_dirs
 from soak.tasks.spec import TaskSpec
 
@@ -162,7 +163,7 @@ class AgentRounds:
                                f"{limits.address_space_bytes >> 20} MiB and it was killed\n{tail(run.output)}",
                                "MemoryLimit")
         if run.over_quota:
-            raise AgentFailure(f"the agent's workspace and HOME (unlinked files held open included) passed their "
+            raise AgentFailure(f"the agent's workspace and HOME (unlinked files held open included) filled their "
                                f"limit of {limits.workspace_bytes >> 20} MiB and it was killed\n{tail(run.output)}",
                                "DiskQuota")
 
@@ -189,29 +190,31 @@ class AgentRounds:
         """Run the agent once, in a fresh temporary HOME; its transcript and output land in the round's folder."""
         home = Path(tempfile.mkdtemp(prefix="soak-agent-home-")).resolve()
         (home / "tmp").mkdir()
-        prompt_file = home / "prompt.md"
-        prompt_file.write_text(prompt)
-        ws = self.core.workspace.resolve()
+        (home / "prompt.md").write_text(prompt)
+        ws, kind = self.core.workspace.resolve(), isolation_kind()
+        # In a jail the workspace and HOME lie on one tmpfs of the disk cap's size; the agent finds its HOME there.
+        disk = SizedDisk(ws, home, self.agent.limits.workspace_bytes, kind) if allow_listed(kind) else None
+        seen_home = disk.home if disk else home
         values = {
-            "prompt": prompt, "prompt_file": str(prompt_file), "workspace": str(ws),
-            "home": str(home), "base_url": self.base_url, "api_key": self.token, "model": self.agent.endpoint.model,
+            "prompt": prompt, "prompt_file": str(seen_home / "prompt.md"), "workspace": str(ws), "home": str(seen_home),
+            "base_url": self.base_url, "api_key": self.token, "model": self.agent.endpoint.model,
             "max_tokens": str(self.agent.endpoint.max_tokens),
             "stale_seconds": f"{self.agent.config.agent.stale_seconds or self.agent.config.budgets.stale_seconds:g}",
         }
         write_home(self.agent.adapter, home, values)
-        kind = isolation_kind()
         argv = self.agent.argv(values)
-        if allow_listed(kind):  # no network at all but the proxy, reached through its socket
+        if disk is not None:  # no network at all but the proxy, reached through its socket
             bridge = [sys.executable, "-I", *run_module(kind, BRIDGE), str(self.proxy.socket_path),
                       str(self.proxy.port), "--"]
-            cmd = wrap(kind, ws, [], [*bridge, *argv], writable=(home,),
-                       visible=(*self.agent.visible, self.proxy.socket_path), harness=(module_file(BRIDGE),))
-        else:  # the host's network: the proxy on its loopback
-            cmd = wrap(kind, ws, [], argv, writable=(home,))
+            cmd = wrap(kind, ws, [], [*disk.command(), *bridge, *argv], disk=disk.mounts(),
+                       visible=(*self.agent.visible, self.proxy.socket_path),
+                       harness=(module_file(BRIDGE), *disk.harness))
+        else:  # the host's network: the proxy on its loopback; the workspace and HOME polled
+            cmd = wrap(kind, ws, [], argv)
         stop = self.core.ledger.stop
         job = asyncio.ensure_future(asyncio.to_thread(
             launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=stop,
-            writable=(ws, home),
+            writable=() if disk else (ws, home), disk=disk,
         ))
         keep = self.core.layout.agent_files(number)
         try:

@@ -33,7 +33,13 @@ def held_unlinked(pids: list[int], devices: set[int]) -> int:
     return sum(held.values())
 
 
-def too_big(paths: tuple[Path, ...], limit: int, pids: list[int] | None = None, max_entries: int = 20_000) -> bool:
+MAX_ENTRIES = 20_000
+"""The most entries a run's writable folders may hold: a tree of absurdly many is over its cap whatever its bytes."""
+
+
+def too_big(
+    paths: tuple[Path, ...], limit: int, pids: list[int] | None = None, max_entries: int = MAX_ENTRIES
+) -> bool:
     """Whether the files under `paths` and the unlinked ones the run's `pids` hold there exceed the byte limit (or
     the trees hold absurdly many entries)."""
     devices, total, count = set(), 0, 0

@@ -39,7 +39,8 @@ from pydantic import BaseModel, ConfigDict
 from soak.sandbox.cgroup import RunCgroup, run_cgroup
 from soak.sandbox.disk import too_big
 from soak.sandbox.rootfs import give
-from soak.sandbox.visible import allow_listed, bwrap_args, jail_root
+from soak.sandbox.sized import SizedDisk
+from soak.sandbox.visible import Mount, allow_listed, bwrap_args, jail_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -114,20 +115,18 @@ class Contained:
 
 
 def wrap(
-    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, writable: tuple[Path, ...] = (),
-    visible: tuple[Path, ...] = (), harness: tuple[Path, ...] = (), sized_workspace: int = 0,
-    folders: tuple[str, ...] = (),
+    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, visible: tuple[Path, ...] = (),
+    harness: tuple[Path, ...] = (), disk: tuple[Mount, ...] = (),
 ) -> list[str]:
     """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
-    bound read-only; `writable`: paths besides the workspace that stay writable; `visible`: paths outside the
-    allow-list the command reads (soak.sandbox.visible), `harness`: soak's own files it runs, bound alone;
-    `sized_workspace` and `folders`: the workspace as a tmpfs of that size holding the read-only paths and these
-    folders (soak.sandbox.visible.jail_root). Every kind but a plain session builds the same root from them: bubblewrap
-    itself, `unshare` through soak.sandbox.rootfs."""
+    bound read-only; `visible`: paths outside the allow-list the command reads (soak.sandbox.visible), `harness`:
+    soak's own files it runs, bound alone; `disk`: the sized tmpfs holding the workspace (and an agent's HOME) instead
+    of the host's workspace (soak.sandbox.visible.sized). Every kind but a plain session builds the same root from
+    them: bubblewrap itself, `unshare` through soak.sandbox.rootfs."""
     if kind == "session":
         # A shell in between: a solution that kills its parent hits the shell, never the harness.
         return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
-    root = jail_root(ws, readonly, writable, visible, harness, sized_workspace, folders)
+    root = jail_root(ws, readonly, visible, harness, disk)
     if kind == "bwrap":
         # bubblewrap started by root keeps every capability for the command unless told: a solution could unmount
         # the masks or mount the host's disk.
@@ -330,14 +329,15 @@ def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Proc
 def launch(
     cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, *,
     env: dict[str, str] | None = None, stop: threading.Event | None = None, channel: socket.socket | None = None,
-    pass_fds: tuple[int, ...] = (), writable: tuple[Path, ...] = (),
+    pass_fds: tuple[int, ...] = (), writable: tuple[Path, ...] = (), disk: SizedDisk | None = None,
 ) -> Contained:
     """Run the sandbox command in a cgroup of its own where soak may create one, pump its output through a cap,
     enforce the wall clock, the memory and the size of what it writes.
 
-    `writable`: the host's paths the run writes (the workspace, an agent's HOME; none for a judged run, whose
-    workspace is a sized tmpfs), polled against `limits.workspace_bytes`, handed to the jailed user for the run and
-    back after it, every setuid and setgid bit cleared.
+    `writable`: the host's paths a run in a plain session writes (the workspace, an agent's HOME), polled against
+    `limits.workspace_bytes`, every setuid and setgid bit cleared after the run. A jail has its writable folders on a
+    sized tmpfs instead: a judged run's, or an agent's `disk`, filled once the run has started, polled for being full,
+    and copied back once nothing of the run is alive.
 
     `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
     (SIGKILL, no grace: the caller's budget is spent). `pass_fds` are inherited by the sandboxed process (and closed
@@ -345,8 +345,6 @@ def launch(
     comes, until the run ends (descendants that kept the other end open cannot hold the harness)."""
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
-    if kind == "bwrap" and os.geteuid() == 0:  # the command runs as nobody (DROP_TO_NOBODY)
-        give([str(path) for path in writable], NOBODY, NOBODY)
     group = run_cgroup(limits.address_space_bytes, limits.max_processes)
     started = time.monotonic()
     status = None
@@ -357,7 +355,7 @@ def launch(
         proc = subprocess.Popen(
             cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=rlimit_setter(limits, cpu, group), pass_fds=pass_fds,
+            preexec_fn=rlimit_setter(limits, cpu, group), pass_fds=(*pass_fds, *(disk.passed if disk else ())),
         )
     except BaseException:
         if group is not None:  # nothing started in it
@@ -366,6 +364,8 @@ def launch(
     finally:
         for fd in pass_fds:
             os.close(fd)  # The child's copies only: an end left open here would never read as closed.
+    if disk is not None:
+        disk.fill()
     run, out, events = Contained(), CappedOutput(limits.output_bytes), bytearray()
 
     def read_channel() -> str:
@@ -405,7 +405,8 @@ def launch(
                 if group is not None and group.oom_kills():
                     run.out_of_memory = True
                     break
-                if writable and too_big(writable, limits.workspace_bytes, run_pids(proc, token, kind, group)):
+                if (disk is not None and disk.full()
+                        or writable and too_big(writable, limits.workspace_bytes, run_pids(proc, token, kind, group))):
                     run.over_quota = True
                     break
             ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, deadline - now))}
@@ -436,7 +437,9 @@ def launch(
     if group is not None:
         run.out_of_memory = run.out_of_memory or group.oom_kills() > 0
         group.remove()
-    # Nothing of the run is alive now: what it wrote goes back to the harness's user, no setuid bit left.
+    if disk is not None:
+        run.over_quota = disk.empty() or run.over_quota
+    # Nothing of the run is alive now: what it wrote is the harness's user's, no setuid bit left.
     give([str(path) for path in writable], os.geteuid(), os.getegid())
     stdout.close()
     if channel is not None:

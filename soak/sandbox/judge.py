@@ -45,7 +45,7 @@ from soak.sandbox.jail import (
     wrap,
 )
 from soak.sandbox.scanning import Scan
-from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module
+from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module, sized
 from soak.tasks.spec import TaskSpec
 
 EMPTY_INI = Path(__file__).with_name("pytest_empty.ini")
@@ -139,7 +139,7 @@ def run_tests(
         # files too, counts against it and goes with the run. A plain session writes the host's folder, polled.
         jailed = allow_listed(kind)
         launcher = wrap(kind, ws, [*readonly, ws / task.entry] if jailed else readonly, cmd, harness=harness,
-                        sized_workspace=limits.workspace_bytes if jailed else 0, folders=("home", "tmp"))
+                        disk=sized(ws, limits.workspace_bytes, [ws / "home", ws / "tmp"]) if jailed else ())
         contained = launch(launcher, ws, limits, timeout, kind, stop=stop, channel=harness_end, pass_fds=(fd,),
                            writable=() if jailed else (ws,))
         run = TestRun(**vars(contained), workspace=str(ws))

@@ -153,15 +153,16 @@ FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def walk(
-    top: str, leave: Callable[[int, str], None] | None = None
+    top: str, leave: Callable[[int, str], None] | None = None, dir_fd: int | None = None
 ) -> Iterator[tuple[int, tuple[str, ...], str, os.stat_result]]:
     """Every entry under `top`, links not followed, top-down: (its folder's descriptor, its folder as names from
     `top`, its name, its lstat). By descriptor, one open at a time (a folder is left through its '..'), so no path
     ever grows past one name: untrusted code makes the tree, and a chain deeper than PATH_MAX (or Python's recursion
     limit) is walked whole. `leave(parent's descriptor, name)` is called once a folder's entries are done (a
-    removal's rmdir)."""
+    removal's rmdir). A relative `top` is found from the folder `dir_fd` (one of a jail's sized filesystem, which
+    has no path in the harness's mount namespace)."""
     try:
-        fd = os.open(top, FOLDER)
+        fd = os.open(top, FOLDER, dir_fd=dir_fd)
     except OSError:
         return
     levels: list[Iterator[str]] = []

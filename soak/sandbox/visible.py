@@ -137,18 +137,17 @@ def kernel_guards() -> tuple[list[Mount], list[str]]:
 
 
 def jail_root(
-    ws: Path, readonly: list[Path], writable: tuple[Path, ...], visible: tuple[Path, ...], harness: tuple[Path, ...],
-    sized_workspace: int = 0, folders: tuple[str, ...] = (),
+    ws: Path, readonly: list[Path], visible: tuple[Path, ...], harness: tuple[Path, ...], disk: tuple[Mount, ...] = (),
 ) -> list[Mount]:
     """The mount operations of a jail's root, in order (a later mount lands on an earlier one): fresh /proc with its
     kernel knobs read-only, /dev with a sized /dev/shm, /tmp, the system, the Python (a venv in /tmp too), what the
-    caller makes visible, masks over soak where a bound directory holds it, soak's bound files, the workspace and
-    other writable paths, the read-only files in the workspace; last the root and the masks read-only (not
-    recursively: the workspace stays writable).
+    caller makes visible, masks over soak where a bound directory holds it, soak's bound files, the workspace, the
+    read-only files in the workspace; last the root and the masks read-only (not recursively: the workspace stays
+    writable).
 
-    `sized_workspace` (bytes) makes the workspace a tmpfs of that size, seen only inside the jail, holding the
-    read-only files and the `folders` made in it (a judged run: its writes, unlinked files included, count against the
-    size and vanish with the run)."""
+    `disk` (`sized`) puts the workspace on a sized tmpfs seen only inside the jail instead of binding the host's (a
+    judged run's holds the read-only files and vanishes with the run; an agent's is filled from the host's folders and
+    copied back, soak.sandbox.sized): what the run writes, unlinked files included, counts against its size."""
     links, bound = allowed()
     guards, masked = kernel_guards()
     root = [Mount("proc", "/proc"), *guards, Mount("dev", "/dev"), Mount("tmpfs", "/dev/shm", size=PRIVATE_TMP_BYTES),
@@ -161,11 +160,15 @@ def jail_root(
              and any(within(str(path), str(other)) for other in [*bound, *shown])]
     root += [Mount("tmpfs", str(path), size=MASK_BYTES) for path in masks]
     root += [Mount("ro-bind", str(in_jail(path)), str(path)) for path in harness]
-    if sized_workspace:
-        root += [Mount("tmpfs", str(ws), size=sized_workspace), *(Mount("dir", str(ws / name)) for name in folders)]
-    root += [Mount("bind", str(path), str(path)) for path in (*([] if sized_workspace else [ws]), *writable)]
+    root += disk or (Mount("bind", str(ws), str(ws)),)
     root += [Mount("ro-bind", str(path), str(path)) for path in readonly]
     return [*root, *(Mount("remount-ro", str(path)) for path in ["/", *masks, *masked])]
+
+
+def sized(top: Path, size: int, folders: list[Path]) -> tuple[Mount, ...]:
+    """A tmpfs of `size` bytes at `top`, seen only inside the jail, holding `folders` (open to all): the kernel refuses
+    the write that would pass its size (ENOSPC), files unlinked but held open included."""
+    return (Mount("tmpfs", str(top), size=size), *(Mount("dir", str(folder)) for folder in folders))
 
 
 def made_folders(root: list[Mount]) -> list[str]:

@@ -106,4 +106,5 @@ def test_a_disk_balloon_in_home_or_in_unlinked_files_ends_the_attempt(jail, wher
     _, base_url = fast_sim()
     done = night(tmp_path, base_url, BALLOON, where, agent=f"disk_bytes = {64 << 20}")
     assert (done.row["outcome"], done.row["error_kind"]) == ("agent_error", "DiskQuota"), done.row["error_tail"]
-    assert "passed their limit of 64 MiB" in done.row["error_tail"] and done.seconds < 60
+    assert "filled their limit of 64 MiB" in done.row["error_tail"] and done.seconds < 60
+    assert "wrote 256 MiB" not in done.output()  # the write past the cap failed: the agent never held it
