@@ -546,15 +546,18 @@ def tally(night: Night, profile: Profile) -> None:
             row = dict(zip(("task_id", "cycle", "repeat"), key, strict=True))
             note(blamed(min(times), max(times)), "lost", row, "started, never recorded")
 
-    # Twice: one attempt's two rows, or a slot finished twice.
-    by_attempt = Counter((*slot(r), r["session"]) for r in tasks)
-    finished = Counter(slot(r) for r in tasks if r["outcome"] not in REDONE)
+    # Twice: one attempt's second row, or a slot's second finish; the first of each is the record.
+    attempts: set[tuple[str, ...]] = set()
+    finished: set[Key] = set()
     for r in tasks:
         when = blamed(float(r["started_at"]), float(r["ended_at"]))
-        if by_attempt[(*slot(r), r["session"])] > 1:
-            note(when, "twice", r, "two rows of one attempt")
-        elif r["outcome"] not in REDONE and finished[slot(r)] > 1:
-            note(when, "twice", r, "a slot finished in two sessions")
+        if (*slot(r), r["session"]) in attempts:
+            note(when, "twice", r, "a second row of one attempt")
+        elif r["outcome"] not in REDONE and slot(r) in finished:
+            note(when, "twice", r, "a slot finished again in a later session")
+        attempts.add((*slot(r), r["session"]))
+        if r["outcome"] not in REDONE:
+            finished.add(slot(r))
 
     # Misattributed: against each task's expected outcome and the attempt's own calls.
     failed_calls = {(*slot(c), c["session"]) for c in calls if c["status"] in RETRYABLE}
