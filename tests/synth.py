@@ -147,7 +147,7 @@ def build_run(
             completion_tokens=400 * n_calls, tests_passed=5 if outcome == "pass" else 2, tests_total=5,
             test_seconds=1.5, error_kind=kind, error_tail=tail, mangled_tool_calls=mangled,
             reasoning_exhausted=exhausted, orchestrator_model=model, coder_model=model, suspicious=suspicious,
-            tests_touched=touched,
+            tests_touched=touched, limit_seconds=600.0, limit_calls=24, limit_tokens=200_000, limit_rounds=2,
         ))
     if in_progress:
         task_rows = [t for t in task_rows if t.ended_at < START + hours * 3600 * 0.9]

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypedDict
 
 from soak.agent.claims import Claim
 from soak.agent.commands import commands_in
+from soak.agent.limits import AttemptLimits
 from soak.config import Budgets
 from soak.errors import is_disk_full
 from soak.llm.integrity import ToolCall
@@ -288,12 +289,12 @@ class AttemptCore:
     def __init__(self, task: TaskSpec, budgets: Budgets, context: AttemptContext, *, judge: Judge) -> None:
         self.task, self.budgets, self.context, self.judge = task, budgets, context, judge
         self.layout = AttemptLayout(context.workdir)
-        self.ledger = Ledger(task.max_calls or budgets.max_calls, budgets.max_completion_tokens, context.stamp,
-                             context.totals)
+        self.limits = AttemptLimits.of(task, budgets)
+        self.ledger = Ledger(self.limits.calls, self.limits.tokens, context.stamp, context.totals)
         self.workspace = self.layout.workspace
         self.entry = self.workspace / task.entry
         self.entry_bytes = ResourceLimits().entry_bytes
-        self.seconds = task.budget_seconds or budgets.task_seconds
+        self.seconds = self.limits.seconds
         self.reserve = min(budgets.final_test_seconds, self.seconds / 4)
         """Part of the wall budget kept for testing the last written solution once time runs out."""
         self.round = 0
@@ -335,7 +336,7 @@ class AttemptCore:
         ending = self._with_verdict(ending)
         return task_row(
             self.task, self.context, started_at=started_at, duration_s=time.monotonic() - self.clock, ending=ending,
-            rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds,
+            rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds, limits=self.limits,
             touched=self.touched, **self._claim_fields(ending.outcome, driver.ran_tests(self.ledger)),
             **driver.row_fields(),
         )
@@ -356,7 +357,7 @@ class AttemptCore:
         }
 
     async def _rounds(self, driver: Driver) -> Ending:
-        for number in range(1, self.budgets.max_rounds + 1):
+        for number in range(1, self.limits.rounds + 1):
             self.round = number
             try:
                 await driver.write(self, number)
@@ -435,9 +436,9 @@ class AttemptCore:
 
 def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, duration_s: float, ending: Ending,
              rounds: int = 0, verdict: Verdict | None = None, test_seconds: float = 0.0, touched: Iterable[str] = (),
-             **fields: Any) -> TaskRow:
-    """The one place an attempt becomes its tasks.csv row, finished or cut short, with the context's identity and
-    calls; `fields`: the claim's and the driver's own columns."""
+             limits: AttemptLimits | None = None, **fields: Any) -> TaskRow:
+    """The one place an attempt becomes its tasks.csv row, finished or cut short, with the context's identity, calls
+    and limits; `fields`: the claim's and the driver's own columns."""
     return TaskRow(
         run_id=context.run_id, session=context.session, cycle=context.cycle, repeat=context.repeat, task_id=task.id,
         node=context.node, suite=task.suite, route=context.route, canary=task.canary or "", started_at=started_at,
@@ -445,5 +446,5 @@ def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, dura
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
         test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
         suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(touched)),
-        **context.totals.row_fields(), **fields,
+        **context.totals.row_fields(), **(limits.row_fields() if limits else {}), **fields,
     )

@@ -33,6 +33,7 @@ import psutil
 
 from soak import __version__
 from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.agent.limits import AttemptLimits
 from soak.config import SoakConfig
 from soak.decisions.doctor import Finding
 from soak.errors import BadInput
@@ -298,7 +299,8 @@ class ClusterTasks:
             if node_id:
                 self.lost.setdefault(slot, []).append(node_id)
             return task_row(task, context, started_at=started, duration_s=time.time() - started,
-                            ending=Ending("node_lost", type(error).__name__, str(error)))
+                            ending=Ending("node_lost", type(error).__name__, str(error)),
+                            limits=AttemptLimits.of(task, self.config.budgets))
         raise RuntimeError(f"the attempt of {task.id} on {context.node or 'its node'} ended without its row")
 
 

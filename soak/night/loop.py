@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.agent.limits import AttemptLimits
 from soak.config import ErrorBudget, SoakConfig
 from soak.errors import is_disk_full
 from soak.night.room import DISK_FULL, Room, unless_full
@@ -402,7 +403,8 @@ class Runner(RowListener):
                        kind: str = "") -> TaskRow:
         """The row of an attempt that returned none: its identity and calls as its context holds them."""
         return task_row(task, flight.context, started_at=flight.started_at, duration_s=time.time() - flight.started_at,
-                        ending=Ending(outcome, kind or outcome, detail))
+                        ending=Ending(outcome, kind or outcome, detail),
+                        limits=AttemptLimits.of(task, self.config.budgets))
 
     def record(self, row: TaskRow) -> None:
         self.folder.record_task(row)

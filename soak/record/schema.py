@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
 3: tasks.csv's `tests_touched` and what the attempt claimed (`canary`, `claim` ... `repeated_calls`). An older
@@ -23,7 +23,10 @@ and calls.csv (`soak run --repeat K`). An older folder stays readable (the sampl
 attempt its cycle's only repeat); a resume refuses it (its CSVs lack the columns).
 9: the `node` of tasks.csv, rounds.csv and calls.csv (the Ray node an attempt ran on, `soak run --cluster`) and the
 outcome `node_lost`. An older folder stays readable (every attempt on this machine); a resume refuses it (its CSVs lack
-the column)."""
+the column).
+10: tasks.csv's `limit_seconds`, `limit_calls`, `limit_tokens` and `limit_rounds`, the limits each attempt ran under
+(soak.agent.limits). An older folder stays readable (the columns empty: not recorded, never guessed from the night's
+budgets); a resume refuses it (its tasks.csv lacks the columns)."""
 
 Outcome = Literal[
     "pass", "fail", "timeout", "call_cap", "token_cap", "no_artifact", "tampered", "infra_error", "agent_error",
@@ -101,6 +104,12 @@ class TaskRow(Row):
     suite: str
     route: str = ""
     """The routing rule applied to this attempt, empty when none."""
+    limit_seconds: float | None = None
+    """The wall budget the attempt ran under, after its task's settings and its route; empty: not recorded."""
+    limit_calls: int | None = None
+    limit_tokens: int | None = None
+    """The completion-token cap."""
+    limit_rounds: int | None = None
     started_at: float
     """Unix seconds."""
     ended_at: float

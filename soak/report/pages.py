@@ -68,20 +68,24 @@ class Site:
 
 
 
-def ended_by(row: TaskRow, budgets: dict[str, Any], calls: int) -> str:
-    """The budget (or event) that ended the attempt, in a line."""
+def limit_text(value: float | None, unit: str = "") -> str:
+    """A limit as the attempt's row recorded it; a folder older than schema 10 did not record it."""
+    return "not recorded" if value is None else f"{value:g}{unit}"
+
+
+def ended_by(row: TaskRow, calls: int) -> str:
+    """The limit (or event) that ended the attempt, in a line, against the limit this attempt ran under."""
     outcome, rounds = row.outcome, row.rounds
     if outcome == "pass":
         return f"passed in round {rounds}"
     if outcome == "timeout":
-        return f"wall budget: {row.duration_s:.0f} s spent of task_seconds = {budgets.get('task_seconds', '?')}"
+        return f"wall budget: {row.duration_s:.0f} s spent of its {limit_text(row.limit_seconds, ' s')}"
     if outcome == "call_cap":
-        return f"call cap: {calls} calls of max_calls = {budgets.get('max_calls', '?')}"
+        return f"call cap: {calls} calls of its {limit_text(row.limit_calls)}"
     if outcome == "token_cap":
-        return (f"token cap: {row.completion_tokens} completion tokens of max_completion_tokens = "
-                f"{budgets.get('max_completion_tokens', '?')}")
+        return f"token cap: {row.completion_tokens} completion tokens of its {limit_text(row.limit_tokens)}"
     if outcome == "fail":
-        return f"rounds: {rounds} of max_rounds = {budgets.get('max_rounds', '?')}, the last one failed its tests"
+        return f"rounds: {rounds} of its {limit_text(row.limit_rounds)}, the last one failed its tests"
     if outcome == "tampered":
         return "tampering: the attempt ends at once with its evidence (no revision)"
     if outcome == "no_artifact":
@@ -137,13 +141,12 @@ def attempt_context(run: RunRecord, index: int, key: tuple[str, int, int], site:
         "tests": f"{row.tests_passed}/{row.tests_total}",
         "revision": revision.category(attempt.rounds), "loop": revision.loop_reason(attempt.rounds, transcript.writes),
     }
-    budgets = run.config.get("budgets")
-    if not isinstance(budgets, dict):
-        budgets = {}
+    limits = {"wall": limit_text(row.limit_seconds, " s"), "calls": limit_text(row.limit_calls),
+              "tokens": limit_text(row.limit_tokens), "rounds": limit_text(row.limit_rounds)}
     page = {
         "row": row, "summary": summary, "rounds": rounds, "transcript": transcript, "calls": calls, "agent": agent,
-        "timeline": timeline(calls, row.started_at), "ended_by": ended_by(row, budgets, n_calls),
-        "budgets": budgets, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(work.path),
+        "timeline": timeline(calls, row.started_at), "ended_by": ended_by(row, n_calls),
+        "limits": limits, "raw": raw, "problem_href": site.problem(task_id), "workdir": str(work.path),
     }
     return page, summary
 

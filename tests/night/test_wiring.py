@@ -149,3 +149,37 @@ def test_metrics_port_serves_the_night_while_it_runs(tmp_path, data_dir):
             assert run.wait(timeout=60) == 0
         finally:
             run.kill()
+
+
+def test_each_attempt_page_shows_the_limits_that_attempt_ran_under(tmp_path, data_dir, soak):
+    """A task capped by the routing file, one given more time by it and one with a budget of its own: each page and
+    row shows its own limit, not the night's defaults (600 s, 24 calls)."""
+    import shutil
+
+    from soak.paths import builtin_tasks_dir
+    from soak.sim.scenario import Scenario, Timing
+    from soak.sim.server import SimServer
+
+    bank = tmp_path / "bank"
+    for task_id in ("gcd-lcm", "fizzbuzz-rules", "slugify"):
+        shutil.copytree(builtin_tasks_dir() / task_id, bank / task_id)
+    with (bank / "slugify" / "task.toml").open("a") as toml:
+        toml.write("budget_seconds = 77\n")
+    routing = tmp_path / "routing.toml"
+    routing.write_text('[tasks.gcd-lcm]\naction = "cap"\nmax_calls = 5\n\n'
+                       '[tasks.fizzbuzz-rules]\naction = "extend"\nbudget_seconds = 900\n')
+    timing = Timing(ttft_seconds=0, decode_tokens_per_second=0, tokens_per_chunk=8)
+    with SimServer(Scenario(timing=timing), seed=3) as sim:  # its coder knows the bank's tasks
+        ran = soak("run", "--base-url", sim.start(), "--model", "soak-sim", "--suite", f"dir:{bank}", "--tasks", "3",
+                   "--quiet", "--run-id", "limits", "--routing", str(routing))
+    assert ran.exit_code == 0, ran.output
+    tasks = pd.read_csv(data_dir / "limits" / "tasks.csv").set_index("task_id")
+    assert tasks.loc["gcd-lcm", ["limit_seconds", "limit_calls"]].tolist() == [600, 5]
+    assert tasks.loc["fizzbuzz-rules", ["limit_seconds", "limit_calls"]].tolist() == [900, 24]
+    assert tasks.loc["slugify", ["limit_seconds", "limit_calls"]].tolist() == [77, 24]
+    assert soak("report", "limits").exit_code == 0
+    pages = {task_id: next((tmp_path / "reports").rglob(f"attempts/limits/{task_id}/1.html")).read_text()
+             for task_id in tasks.index}
+    assert "its limits (routed: cap:5): wall 600 s · calls 5" in pages["gcd-lcm"]
+    assert "its limits (routed: extend:900): wall 900 s · calls 24" in pages["fizzbuzz-rules"]
+    assert "its limits: wall 77 s · calls 24" in pages["slugify"]

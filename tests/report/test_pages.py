@@ -174,7 +174,7 @@ def test_attempt_page_shows_rounds_diff_feedback_and_verdicts_escaped(night: Pat
     text = parsed.text
     assert "Round 1 · tests" in text and "Round 2 · tests" in text and "diff to round 1" in text
     assert "fed back to the model at the start of round 2" in text and "The tests failed (" in text
-    assert "rounds: 2 of max_rounds" in text  # the budget that ended it
+    assert "rounds: 2 of its 2, the last one failed" in text  # the limit that ended it, as the attempt had it
     html = page.read_text()
     assert '<span class="add">+' in html and '<span class="del">-' in html
     assert "<svg" in html and 'class="first-bar"' in html
