@@ -49,7 +49,8 @@ The rules, read from the run folder's tables after the night (its CSVs read as w
 Beside the table: CSV rows that do not parse against their header (a torn row left in a finished night), tracebacks in
 soak's output, and harness RSS: soak's own process (not its test runs, not the server), sampled from outside every
 `sample_seconds`; `growth after the first hour` is the last hour's median minus the first hour's last sample (the
-first eighth of the night stands for the first hour on a shorter one).
+first eighth of the night stands for the first hour on a shorter one), per session (a resume is a new process), the
+largest over the sessions that lasted at least two such hours.
 """
 
 import argparse
@@ -600,16 +601,24 @@ def totals(night: Night) -> dict[str, int]:
 
 
 def rss_summary(night: Night, seconds: float) -> dict[str, float]:
-    """MB: first sample, peak, last, and growth after the first hour (the first eighth of a shorter night)."""
+    """MB: first sample, peak and last, and the growth after the first hour (the first eighth of a shorter night):
+    per session, since each resume is a fresh process, the largest of the sessions that lasted twice that long."""
     if not night.rss:
         return {}
-    start = night.rss[0][0]
     settled = min(3600.0, seconds / 8)
-    early = [b for t, _, b in night.rss if t - start <= settled] or [night.rss[0][2]]
-    late = [b for t, _, b in night.rss if t - night.rss[-1][0] >= -min(3600.0, seconds / 8)]
+    sessions: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for at, pid, rss in night.rss:
+        sessions[pid].append((at, rss))
+    growths = []
+    for samples in sessions.values():
+        start, end = samples[0][0], samples[-1][0]
+        if end - start >= 2 * settled:
+            first_hour = [rss for at, rss in samples if at - start <= settled][-1]
+            last_hour = statistics.median(rss for at, rss in samples if end - at <= settled)
+            growths.append((last_hour - first_hour) / MB)
     return {"first_mb": night.rss[0][2] / MB, "peak_mb": max(b for _, _, b in night.rss) / MB,
-            "last_mb": night.rss[-1][2] / MB, "growth_after_first_hour_mb": (statistics.median(late) - early[-1]) / MB,
-            "samples": len(night.rss)}
+            "last_mb": night.rss[-1][2] / MB, "growth_after_first_hour_mb": max(growths, default=float("nan")),
+            "sessions": len(sessions), "samples": len(night.rss)}
 
 
 def fault_table(night: Night) -> str:
