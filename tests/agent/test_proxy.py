@@ -21,15 +21,7 @@ from soak.agent.attempt import Ledger
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.record.schema import CallRow
-from tests.sim.test_agents import (
-    AIDER_EXAMPLES,
-    AIDER_SYSTEM,
-    HERMES_SYSTEM,
-    HERMES_TOOLS,
-    MINI_BASH,
-    MINI_FORMAT_ERROR,
-    MINI_SYSTEM,
-)
+from tests.helpers import FIXTURES
 
 KEY = "sk-real-key"
 # A line split across two writes, usage in a chunk of its own, then [DONE]: the copy must be parsed across writes.
@@ -511,30 +503,38 @@ def test_a_malformed_request_is_answered_400_by_the_proxy_with_its_place_recorde
     run(upstream, test)
 
 
+RECORDED = sorted((FIXTURES / "agent-requests").glob("*.json"))
+"""The last request of a one-task night of each real agent (hermes, mini-swe-agent, aider) against the sim, as it
+reached the server: its tool calls and their results, its own message fields (mini-swe-agent's
+`provider_specific_fields`), and Hermes' 18 kB of system prompt and tools."""
+
+
+@pytest.mark.parametrize("recorded", RECORDED, ids=[path.stem for path in RECORDED])
+def test_a_request_a_real_agent_sent_is_forwarded_unchanged(recorded):
+    upstream = Upstream()
+
+    async def test(rig: Rig) -> None:
+        sent = recorded.read_bytes()
+        reply = await rig.client.post(f"{rig.base_url}/chat/completions", content=sent,
+                                      headers={"Authorization": f"Bearer {rig.token}"})
+        assert reply.status_code == 200  # with the endpoint's model, "sim", for the "soak-sim" of its night
+        assert json.loads(upstream.received[0][2]) == {**json.loads(sent), "model": "sim"}
+        assert [row.status for row in rig.rows] == ["ok"]
+
+    assert len(RECORDED) == 3
+    run(upstream, test)
+
+
 CALL = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-AGENTS = {  # the requests of a later turn, as each agent sends them (tests/sim/test_agents.py has their sources)
-    "hermes": {
-        "model": "sim", "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 65536,
-        "tools": HERMES_TOOLS,
-        "messages": [{"role": "system", "content": HERMES_SYSTEM}, {"role": "user", "content": "Fix solution.py"},
-                     {"role": "assistant", "content": "", "tool_calls": [{**CALL, "function": {
-                         "name": "terminal", "arguments": '{"command": "pytest"}'}}]},
-                     {"role": "tool", "name": "terminal", "tool_call_id": "call_1", "content": '{"output": "ok"}'}],
-    },
-    "mini-swe-agent": {  # litellm's dump of the assistant message: its empty fields null, fields of its own
-        "model": "sim", "tools": MINI_BASH,
-        "messages": [{"role": "system", "content": MINI_SYSTEM}, {"role": "user", "content": "Please solve this"},
-                     {"role": "assistant", "content": "Let me look.", "tool_calls": None, "function_call": None},
-                     {"role": "user", "content": MINI_FORMAT_ERROR},
-                     {"role": "assistant", "content": None, "tool_calls": [CALL], "function_call": None,
-                      "refusal": None, "audio": None, "reasoning_content": None, "provider_specific_fields": None},
-                     {"role": "tool", "tool_call_id": "call_1", "content": '{"returncode": 0, "output": ""}'}],
-    },
-    "aider": {
-        "model": "sim", "stream": True, "temperature": 0,
-        "messages": [{"role": "system", "content": AIDER_SYSTEM}, *AIDER_EXAMPLES,
-                     {"role": "user", "content": [{"type": "text", "text": "Write solution.py",
-                                                   "cache_control": {"type": "ephemeral"}}]}],
+SHAPES = {
+    "replies echoed back with their null fields": {  # vLLM's reply message as an agent appends it to its history
+        "model": "sim", "tools": [TOOL],
+        "messages": [{"role": "user", "content": "Fix solution.py"},
+                     {"role": "assistant", "content": "Let me look.", "reasoning": None, "tool_calls": None,
+                      "function_call": None, "refusal": None, "audio": None},
+                     {"role": "user", "content": "Use the tool."},
+                     {"role": "assistant", "content": None, "reasoning": None, "tool_calls": [CALL]},
+                     {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "ok"}]}],
     },
     "a server's own extras": {  # vLLM's and llama.cpp's keys beside OpenAI's, and OpenAI's own knobs
         **STREAM, "chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, "min_p": 0.05,
@@ -546,8 +546,8 @@ AGENTS = {  # the requests of a later turn, as each agent sends them (tests/sim/
 }
 
 
-@pytest.mark.parametrize("request_body", AGENTS.values(), ids=AGENTS.keys())
-def test_a_well_formed_request_of_each_agents_shape_is_forwarded_unchanged(request_body):
+@pytest.mark.parametrize("request_body", SHAPES.values(), ids=SHAPES.keys())
+def test_a_well_formed_request_of_other_shapes_is_forwarded_unchanged(request_body):
     upstream = Upstream()
 
     async def test(rig: Rig) -> None:
@@ -565,7 +565,7 @@ def test_a_server_failing_a_well_formed_request_is_the_servers_failure():
     upstream = Upstream(error=(500, b'{"error":{"message":"Internal Server Error"}}'))
 
     async def test(rig: Rig) -> None:
-        reply = await rig.post(AGENTS["hermes"])
+        reply = await rig.post(json.loads(RECORDED[0].read_bytes()))
         assert reply.status_code == 500 and len(upstream.received) == 1
         [row] = rig.rows
         assert (row.status, row.http_status) == ("http_5xx", 500) and rig.ledger.totals.infra_failures == 1
