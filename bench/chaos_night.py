@@ -38,8 +38,9 @@ The rules, read from the run folder's tables after the night (its CSVs read as w
     was the agent's or the model's (or soak's own);
   - `harness_error` is always wrong: a fault of the stack or the disk is not a bug of soak's.
   `cancelled` charges no one.
-- Each anomaly goes to the fault whose window overlaps the attempt's time (its row's start to end; a lost slot's
-  calls); one that overlaps none is counted in the row `none`.
+- Each anomaly goes to the last fault whose window overlaps the attempt's time (its row's start to end; a lost slot's
+  calls): the one in force nearest to when its outcome was decided. One that overlaps none is counted in the row
+  `none`.
 - **Survived**: soak did not exit on its own between the fault's start and the next fault's start (or the night's
   end), the fault's recovery came (its window ended), and an attempt that started after the window ended passed; a
   full disk must also leave no partial CSV row.
@@ -519,10 +520,10 @@ def tally(night: Night, profile: Profile) -> None:
         night.torn_rows[name] = read_table(folder / name)[1]
     sim_faults(night, calls, profile.stale_seconds + 2)
     night.attempts = len(tasks)
-    struck = [f for f in night.faults if f.at]
+    struck = sorted((f for f in night.faults if f.at), key=lambda f: f.at)
 
     def blamed(start: float, end: float) -> str:
-        return next((f.kind for f in struck if f.at <= end and start <= f.until), "none")
+        return next((f.kind for f in reversed(struck) if f.at <= end and start <= f.until), "none")
 
     def slot(row: dict[str, str]) -> Key:
         return row["task_id"], row["cycle"], row["repeat"]
