@@ -109,11 +109,18 @@ def decide(table: pd.DataFrame, rules: RouteRules, typical_calls: float) -> dict
                 routes[task_id] = (Route(action="escalate", endpoint=rules.stronger), why)
             else:
                 routes[task_id] = (Route(action="skip"), f"{facts}; no stronger endpoint given (--stronger): skipped")
-        elif row.median_pass_s >= rules.late_fraction * rules.budget_seconds:
-            budget = round(rules.budget_seconds * rules.extend_factor)
-            why = f"{facts}; passing attempts take {row.median_pass_s:.0f} s of {rules.budget_seconds:.0f} s"
+        elif row.median_pass_s >= rules.late_fraction * (limit := own_limit(row, rules)):
+            budget = round(limit * rules.extend_factor)
+            why = f"{facts}; passing attempts take {row.median_pass_s:.0f} s of their {limit:.0f} s"
             routes[task_id] = (Route(action="extend", budget_seconds=budget), why)
     return routes
+
+
+def own_limit(row: pd.Series, rules: RouteRules) -> float:
+    """The wall budget the task's passes ran under (its own budget_seconds, an earlier extension), as their rows
+    recorded it; the night's budget for a folder that did not record it."""
+    limit = getattr(row, "pass_limit_s", None)
+    return float(limit) if limit is not None and pd.notna(limit) else rules.budget_seconds
 
 
 def flaky_words(row: pd.Series) -> str:

@@ -33,7 +33,7 @@ OUTCOMES = list(get_args(Outcome))
 PROBLEM_COLUMNS = ["suite", "attempts", "model_attempts", "passes", "pass_rate", "failure_rate", "infra_errors",
                    "median_calls", "median_s", "median_pass_s", "dominant_outcome", "outcomes", "last_error_kind",
                    "route", "tampered", "suspicious_passes", "tests_touched", "false_successes", "honest_aborts",
-                   "cheats"]
+                   "cheats", "pass_limit_s"]
 
 
 def with_calls(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +52,8 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
     passes whose solution the static look flagged (still passes: they say which ones to distrust); `tests_touched`
     the attempts that left files in their workspace to configure pytest or mimic the tests (ignored by the judge);
     `false_successes` the attempts that claimed success they did not have, `honest_aborts` those that said the task
-    cannot be done as asked and failed, `cheats` the passes of a canary (its own problem row)."""
+    cannot be done as asked and failed, `cheats` the passes of a canary (its own problem row). `pass_limit_s` is the
+    wall budget the passes ran under (NaN where the folder did not record it)."""
     if tasks.empty:
         return pd.DataFrame(columns=PROBLEM_COLUMNS, index=pd.Index([], name="task_id"))
     frame = with_calls(tasks).sort_values("ended_at", kind="stable").assign(
@@ -73,6 +74,7 @@ def problem_table(tasks: pd.DataFrame) -> pd.DataFrame:
         "honest_aborts": grouped["aborted"].sum(), "cheats": grouped["cheat"].sum(),
         "median_calls": by_judged["calls"].median(), "median_s": by_judged["duration_s"].median(),
         "median_pass_s": judged[judged["passed"]].groupby("task_id")["duration_s"].median(),
+        "pass_limit_s": judged[judged["passed"]].groupby("task_id")["limit_seconds"].median(),
         "dominant_outcome": by_judged["outcome"].agg(lambda s: s.value_counts().idxmax()),
     })
     out["pass_rate"] = out["passes"] / out["model_attempts"].where(out["model_attempts"] > 0)

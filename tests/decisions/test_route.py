@@ -26,6 +26,8 @@ def run_dir(tmp_path):
         [attempt("always-fails", "fail") for _ in range(3)]
         + [attempt("loops", "call_cap", calls=30) for _ in range(3)]
         + [attempt("slow-pass", "pass", seconds=550) for _ in range(3)]
+        + [attempt("own-budget", "pass", seconds=70, limit_seconds=80.0) for _ in range(3)]
+        + [attempt("extended", "pass", seconds=700, limit_seconds=900.0) for _ in range(3)]
         + [attempt("fine", "pass") for _ in range(4)]
         + [attempt("once", "fail")]
         + [attempt("infra-only", "infra_error") for _ in range(5)]
@@ -42,9 +44,11 @@ def test_rules_route_each_kind_of_problem(run_dir):
     assert table.loc["always-fails", "attempts"] == 3 and table.loc["fine", "pass_rate"] == 1.0
     assert "infra-only" not in table.index  # infra errors count against the stack, not the problem
     assert {k: r.action for k, (r, _) in routes.items()} == {"always-fails": "skip", "loops": "cap",
-                                                             "slow-pass": "extend"}
+                                                             "slow-pass": "extend", "own-budget": "extend"}
     assert routes["loops"][0].max_calls == 6  # twice the typical task's 3 calls
-    assert routes["slow-pass"][0].budget_seconds == 900
+    assert routes["slow-pass"][0].budget_seconds == 900  # the night's 600 s: its rows recorded no limit
+    assert routes["own-budget"][0].budget_seconds == 120  # late against its own 80 s, not the night's 600 s
+    assert "70 s of their 80 s" in routes["own-budget"][1]
     assert "0/3 passed" in routes["always-fails"][1]
 
 
@@ -62,7 +66,7 @@ def test_cli_writes_routing_and_rejects_bad_input(run_dir, tmp_path):
     out = tmp_path / "r.toml"
     result = CliRunner().invoke(main, ["route", str(run_dir), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "3 routed" in result.output and load_routing(out).tasks["slow-pass"].action == "extend"
+    assert "4 routed" in result.output and load_routing(out).tasks["slow-pass"].action == "extend"
     result = CliRunner().invoke(main, ["route", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "no run" in result.output
     out.write_text('[tasks.x]\naction = "teleport"\n')
