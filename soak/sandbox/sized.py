@@ -9,8 +9,8 @@ host's folders, lets the command start, polls it for being full (the run is then
 passed cap was), and once nothing of the run is alive copies the folders back over the host's: between rounds and
 after the attempt the workspace and HOME are on the host as the run left them, as with a bind mount.
 
-A copy goes by descriptor, links not followed, at any depth (soak.sandbox.rootfs.walk), keeps folders, regular files
-and symbolic links (no setuid or setgid bit, no pipe, socket or device), and is bounded as the poll of a host folder
+A copy goes by descriptor, links not followed, at any depth (soak.sandbox.rootfs.walk), keeps folders, regular files,
+symbolic links and pipes (no setuid or setgid bit, no socket or device), and is bounded as the poll of a host folder
 is: files at their length and entries counted (a hard link or a sparse file of the run copies whole, so a run whose
 folders hold more than the cap that way is over it too).
 """
@@ -79,7 +79,7 @@ def copy_file(fd: int, name: str, size: int, dest: int, mode: int) -> None:
 
 def copy_entry(fd: int, name: str, info: os.stat_result, dest: int, owner: int | None) -> None:
     """One entry of a tree into the folder `dest`: a folder (open to its owner while the copy fills it), a regular
-    file or a symbolic link, no setuid or setgid bit; anything else is left out."""
+    file, a symbolic link or a pipe, no setuid or setgid bit; a socket or a device is left out."""
     mode = stat.S_IMODE(info.st_mode) & 0o1777
     if stat.S_ISDIR(info.st_mode):
         os.mkdir(name, 0o700, dir_fd=dest)
@@ -88,20 +88,43 @@ def copy_entry(fd: int, name: str, info: os.stat_result, dest: int, owner: int |
         os.symlink(os.readlink(name, dir_fd=fd), name, dir_fd=dest)
     elif stat.S_ISREG(info.st_mode):
         copy_file(fd, name, info.st_size, dest, mode | 0o600)
+    elif stat.S_ISFIFO(info.st_mode):
+        os.mkfifo(name, mode, dir_fd=dest)
     else:
         return
     if owner is not None:
         os.chown(name, owner, owner, dir_fd=dest, follow_symlinks=False)
 
 
-def opened(name: str, parent: int) -> int:
-    """The copy of a folder, to fill; -1 where it was not made (its tree is left out)."""
-    if parent < 0:
-        return -1
-    try:
-        return os.open(name, FOLDER, dir_fd=parent)
-    except OSError:
-        return -1
+class Mirror:
+    """Where a copy writes, kept beside the walk of its source one folder at a time: a folder's copy is entered from
+    its parent's and left through its '..', so that one descriptor does at any depth (as soak.sandbox.rootfs.walk);
+    a folder whose copy cannot be entered has its tree left out."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.depth = fd, 0
+        self.skip: int | None = None
+        """The depth from which entries are left out, inside a folder not entered."""
+
+    def move(self, fd: int, depth: int) -> None:
+        os.close(self.fd)
+        self.fd, self.depth = fd, depth
+
+    def at(self, here: tuple[str, ...]) -> int | None:
+        """The copy of the folder `here` (the walk's, which enters only the folder it gave last), or None where its
+        tree is left out."""
+        if self.skip is not None and len(here) >= self.skip:
+            return None
+        self.skip = None
+        while self.depth > len(here):
+            self.move(os.open("..", FOLDER, dir_fd=self.fd), self.depth - 1)
+        if len(here) == self.depth + 1:
+            try:
+                self.move(os.open(here[-1], FOLDER, dir_fd=self.fd), len(here))
+            except OSError:
+                self.skip = len(here)
+                return None
+        return self.fd
 
 
 def copy_tree(source: str, source_fd: int | None, dest: str, dest_fd: int | None, budget: Budget,
@@ -109,29 +132,21 @@ def copy_tree(source: str, source_fd: int | None, dest: str, dest_fd: int | None
     """Copy the tree in the folder `source` into the existing folder `dest` (each found from its `*_fd` folder when
     relative), each entry given to `owner` where one is named. An entry that cannot be copied is left out, but a full
     file system raises; False, the copy stopped, once the budget is spent."""
-    levels = [os.open(dest, FOLDER, dir_fd=dest_fd)]
+    mirror = Mirror(os.open(dest, FOLDER, dir_fd=dest_fd))
     try:
         for fd, here, name, info in walk(source, dir_fd=source_fd):
-            while len(levels) > len(here) + 1:
-                level = levels.pop()
-                if level >= 0:
-                    os.close(level)
-            if len(levels) == len(here):  # walk went into the folder it gave last
-                levels.append(opened(here[-1], levels[-1]))
-            if levels[-1] < 0:
+            if (folder := mirror.at(here)) is None:
                 continue
             if not budget.take(info):
                 return False
             try:
-                copy_entry(fd, name, info, levels[-1], owner)
+                copy_entry(fd, name, info, folder, owner)
             except OSError as error:
                 if error.errno in FILLED:
                     raise
         return True
     finally:
-        for level in levels:
-            if level >= 0:
-                os.close(level)
+        os.close(mirror.fd)
 
 
 class SizedDisk:

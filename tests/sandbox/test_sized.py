@@ -4,6 +4,7 @@ cap, measured from inside, in the workspace, in HOME and in both together, and t
 folders reach the host as the run left them, and no run can make the harness copy more than the cap back out."""
 
 import os
+import resource
 import stat
 import sys
 from pathlib import Path
@@ -142,7 +143,8 @@ def test_the_folders_reach_the_host_as_the_run_left_them(kind, folders):
     done, _ = run(kind, ws, home, WORKER, str(ws))
     assert done.returncode == 0 and not done.over_quota, done.output
     assert "given task prompt" in done.output and "True" in done.output, done.output
-    assert sorted(path.name for path in ws.iterdir()) == ["deep", "given.txt", "link", "rootshell"]
+    assert sorted(path.name for path in ws.iterdir()) == ["deep", "given.txt", "link", "pipe", "rootshell"]
+    assert stat.S_ISFIFO((ws / "pipe").lstat().st_mode)
     assert (ws / "deep" / "er" / "solution.py").read_text() == "ANSWER = 42\n"
     assert os.readlink(ws / "link") == "/etc/passwd"
     assert not (ws / "rootshell").stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
@@ -182,3 +184,33 @@ def test_folders_too_big_for_the_cap_never_start_the_run(kind, folders):
     done, _ = run(kind, ws, home, "print('started')")
     assert done.over_quota and "started" not in done.output, done.output
     assert (ws / "big").stat().st_size == CAP + MiB  # the host's folders as they were
+
+
+# A chain of folders far deeper than the harness has descriptors to spare.
+CHAIN = """
+import os, sys
+os.chdir(sys.argv[1])
+for _ in range(2000):
+    os.mkdir("d")
+    os.chdir("d")
+open("bottom", "w").write("reached")
+"""
+
+
+def test_a_deep_tree_comes_back_whole_with_few_descriptors(kind, folders):
+    ws, home = folders
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        done, _ = run(kind, ws, home, CHAIN, str(ws))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert done.returncode == 0 and not done.over_quota, done.output
+    fd = os.open(ws, os.O_RDONLY)
+    try:
+        for _ in range(2000):
+            fd, parent = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+            os.close(parent)
+        assert os.stat("bottom", dir_fd=fd).st_size == len("reached")
+    finally:
+        os.close(fd)
