@@ -116,8 +116,10 @@ class Agent(Strict):
     """RLIMIT_AS of the agent and the commands it runs, and the memory limit of their cgroup where soak may create
     one (which also counts memfd, /dev/shm and tmpfs pages)."""
     disk_bytes: int = Field(default=512 << 20, gt=0)
-    """What the agent's workspace and temporary HOME may hold together, files it unlinked but keeps open included;
-    past it the agent is killed and the attempt ends agent_error (DiskQuota)."""
+    """What the agent's workspace and temporary HOME may hold together, files it unlinked but keeps open included.
+    Under bubblewrap or unshare both are folders of one tmpfs of this size in the jail, so a write past it fails
+    (ENOSPC) and its pages count against the memory limit too; an agent found at it is killed and the attempt ends
+    agent_error (DiskQuota)."""
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
     """The largest request body the recording proxy takes from the agent (32 MiB: a long conversation is a few MiB);
     a larger one is answered 413, without reading more than this of it, and counts as one of the agent's calls."""

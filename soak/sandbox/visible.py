@@ -230,7 +230,8 @@ def described(kind: str) -> list[tuple[str, str, bool]]:
         ("user", f"{user}, without capabilities, no new privileges", True),
         ("kernel", "/proc/sys, /proc/sysrq-trigger and the other kernel knobs read-only; kcore, keys and the like "
                    "masked", True),
-        ("writes", f"the workspace (an agent also its temporary HOME; a judged run a tmpfs of the workspace's size); "
+        ("writes", "the workspace on a tmpfs of its cap (an agent's with its temporary HOME, one tmpfs of [agent] "
+                   "disk_bytes, copied back after each run); "
                    f"a private /tmp and /dev/shm of {PRIVATE_TMP_BYTES >> 20} MiB each; every writable mount nosuid "
                    "and nodev, no setuid or setgid bit kept after a run; the mounts cannot be undone from inside",
          True),
