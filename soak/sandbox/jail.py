@@ -336,7 +336,7 @@ def launch(
 
     `writable`: the host's paths a run in a plain session writes (the workspace, an agent's HOME), polled against
     `limits.workspace_bytes`, every setuid and setgid bit cleared after the run. A jail has its writable folders on a
-    sized tmpfs instead: a judged run's, or an agent's `disk`, filled once the run has started, polled for being full,
+    sized tmpfs instead: a judged run's, or an agent's `disk`, filled once the run has started, watched for being full,
     and copied back once nothing of the run is alive.
 
     `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
