@@ -55,7 +55,7 @@ CONFIGURATIONS = ("degrade", "coin", "mangle", "down", "right")
 RIGHT = "right"
 BASE = """
 mode = "direct"
-concurrency = 3
+concurrency = 4
 [budgets]
 max_rounds = 1
 [stack]
