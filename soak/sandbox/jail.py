@@ -365,7 +365,7 @@ def launch(
         for fd in pass_fds:
             os.close(fd)  # The child's copies only: an end left open here would never read as closed.
     if disk is not None:
-        disk.fill()
+        disk.fill(timeout_s)
     run, out, events = Contained(), CappedOutput(limits.output_bytes), bytearray()
 
     def read_channel() -> str:

@@ -31,8 +31,6 @@ from soak.sandbox.rootfs import FOLDER, NOBODY, walk
 from soak.sandbox.visible import Mount, in_jail, sized
 
 HANDOFF = Path(__file__).with_name("handoff.py")
-HANDOFF_SECONDS = 60.0
-"""How long the harness waits for the jail's descriptor: the launcher builds the root first, on a busy host."""
 HOME_NAME = "home"
 """The HOME's folder beside the workspace on the tmpfs (the workspace is `workspace`: soak.record.layout)."""
 FILLED = (errno.ENOSPC, errno.EDQUOT)
@@ -180,12 +178,12 @@ class SizedDisk:
     def passed(self) -> tuple[int, ...]:
         return (self.inner.fileno(),)
 
-    def fill(self) -> None:
-        """Take the jail's descriptor, fill the tmpfs from the host's folders and let the command start. Folders that
-        do not fit leave it full and the command unstarted (the run is over its cap from the first); no descriptor
-        (the launcher failed first) leaves the run to end by itself."""
+    def fill(self, seconds: float) -> None:
+        """Take the jail's descriptor within `seconds` (the run's wall clock), fill the tmpfs from the host's folders
+        and let the command start. Folders that do not fit leave it full and the command unstarted (the run is over
+        its cap from the first); no descriptor (the launcher failed first) leaves the run to end by itself."""
         self.inner.close()  # the jail holds the only other end now: it reads as closed once the jail is gone
-        self.outer.settimeout(HANDOFF_SECONDS)
+        self.outer.settimeout(seconds)
         try:
             with contextlib.suppress(OSError):
                 _, fds, _, _ = socket.recv_fds(self.outer, 1, 1)
@@ -237,7 +235,7 @@ class SizedDisk:
             over, budget = self.full(), Budget(self.size)
             for name, host in self.folders.items():
                 remove_tree(host)
-                host.mkdir()
+                host.mkdir(exist_ok=True)
                 over = not copy_tree(name, self.fd, str(host), None, budget) or over
             return over
         finally:
