@@ -7,6 +7,7 @@ import ast
 import re
 import shutil
 from collections import defaultdict
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -143,6 +144,44 @@ def import_cycles(root: Path) -> list[str]:
     return [f"{' <-> '.join(sorted(loop))}: " + ", ".join(f"{edge.where} ({edge.source} -> {edge.target})"
                                                          for edge in edges if {edge.source, edge.target} <= loop)
             for loop in sorted(loops, key=sorted)]
+
+
+def stage_modules(stage: Path) -> dict[str, Path]:
+    """A stage's modules by dotted name (`soak.night.loop`)."""
+    root = stage.parent
+    return {".".join((root.name, *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): path
+            for path in stage.rglob("*.py")}
+
+
+def stage_cycles(root: Path) -> list[str]:
+    """Modules of one stage that import one another round a loop, function bodies included: each cycle once."""
+    found = []
+    for init in sorted(root.glob("*/__init__.py")):
+        modules = stage_modules(init.parent)
+        graph: dict[str, set[str]] = defaultdict(set)
+        for name, path in modules.items():
+            package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    for target in imported(node, package):  # `from soak.night import loop`: the module loop
+                        named = [f"{target}.{alias.name}" for alias in getattr(node, "names", [])]
+                        graph[name] |= ({module for module in named if module in modules}
+                                        or {target} & modules.keys()) - {name}
+        try:
+            TopologicalSorter(graph).prepare()
+        except CycleError as error:
+            found.append(f"{init.parent.name}: {' -> '.join(error.args[1])}")
+    return found
+
+
+def test_no_module_imports_itself_back_through_others_of_its_stage():
+    assert stage_cycles(SOAK) == []
+
+
+def test_a_cycle_inside_a_stage_is_reported(tmp_path):
+    copy = copy_of_soak(tmp_path)
+    append(copy / "night" / "attempts.py", "from soak.night.wiring import run_night")
+    assert stage_cycles(copy) == ["night: soak.night.attempts -> soak.night.wiring -> soak.night.attempts"]
 
 
 def test_every_import_of_another_stage_is_one_its_docstring_lists():

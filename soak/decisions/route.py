@@ -3,42 +3,16 @@
 import json
 import math
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from soak.decisions import repeats
+from soak.decisions.routing import Route
 from soak.errors import BadInput
-from soak.files import load_model, write_atomic
+from soak.files import write_atomic
 from soak.record.schema import MODEL_OUTCOMES
 from soak.record.summary import problem_table, with_calls
-
-Action = Literal["escalate", "skip", "cap", "extend"]
-
-
-class Route(BaseModel):
-    """What the next run does differently for one task."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: Action
-    endpoint: str | None = None
-    """escalate: the named endpoint (in soak.toml) that takes over the coder role for this task."""
-    max_calls: int | None = None
-    """cap: a lower call cap, so a task the coder loops on fails fast."""
-    budget_seconds: float | None = None
-    """extend: more wall time for a task that passes, but late."""
-
-    def label(self) -> str:
-        detail = self.endpoint or self.max_calls or self.budget_seconds
-        return f"{self.action}:{detail:g}" if isinstance(detail, float) else f"{self.action}:{detail or ''}".rstrip(":")
-
-
-class Routing(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    tasks: dict[str, Route] = {}
 
 
 class RouteRules(BaseModel):
@@ -164,10 +138,6 @@ def render_routing(routes: dict[str, tuple[Route, str]], rules: RouteRules, sour
     for task_id, why in (flaky or {}).items():
         lines.append(f"# flaky, not routed: {task_id}: {why}")
     return "\n".join(lines) + "\n"
-
-
-def load_routing(path: Path) -> Routing:
-    return load_model(path, Routing, "routing file")
 
 
 def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFrame, dict[str, tuple[Route, str]]]:

@@ -184,8 +184,8 @@ def worker_of(folder: Path) -> tuple[int, int] | None:
 
 async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,
                       events: asyncio.Queue[Event | None]) -> TaskRow:
-    """The attempt as this machine runs it (soak.night.wiring.local_attempts); None on `events` when it ends."""
-    from soak.night.wiring import local_attempts
+    """The attempt as this machine runs it (soak.night.attempts.local_attempts); None on `events` when it ends."""
+    from soak.night.attempts import local_attempts
 
     try:
         async with AsyncExitStack() as cleanup:

@@ -10,11 +10,12 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.agent.limits import AttemptLimits
 from soak.config import ErrorBudget, SoakConfig
+from soak.decisions.routing import Routing
 from soak.errors import is_disk_full
 from soak.night.room import DISK_FULL, Room, unless_full
 from soak.record.folder import RowListener, RunFolder
@@ -23,9 +24,6 @@ from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
 from soak.sandbox.disk import remove_tree
 from soak.tasks.spec import TaskSpec
-
-if TYPE_CHECKING:
-    from soak.decisions.route import Route
 
 EXIT_CODES = {"deadline": 0, "tasks": 0, "cycles": 0, "error_budget": 1, "disk_full": 1, "signal": 130}
 HEARTBEAT_SECONDS = 5.0
@@ -50,15 +48,6 @@ def grace_for(length: float, configured: float | None = None) -> float:
 
 TaskFn = Callable[[TaskSpec, AttemptContext], Coroutine[Any, Any, TaskRow]]
 """Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
-
-
-def routed(task: TaskSpec, route: "Route | None") -> TaskSpec:
-    """The task with a routing rule's cap (calls) or extension (wall budget) applied."""
-    if route and route.action == "cap":
-        return task.model_copy(update={"max_calls": route.max_calls})
-    if route and route.action == "extend":
-        return task.model_copy(update={"budget_seconds": route.budget_seconds})
-    return task
 
 
 Slot = tuple[int, int, str]
@@ -192,13 +181,9 @@ class Runner(RowListener):
         self.readiness = readiness
         """What a pause waits on (made in `wiring`: the stack supervisor and/or an endpoint probe)."""
         self.session = len(info.sessions)
-        self.routes: dict[str, Route] = {}
-        """The routing file's rule per task: its label goes into the attempt's context, its cap or extension into
-        the task (an escalation is the delegation loop's, soak.night.wiring)."""
-        if info.routing:
-            from soak.decisions.route import Routing
-
-            self.routes = Routing.model_validate(info.routing).tasks
+        self.routing = Routing.model_validate(info.routing)
+        """The routing file: its label goes into the attempt's context, its cap or extension into the task (an
+        escalation is the delegation loop's, soak.night.attempts)."""
         self.retry = frozenset(retry)
         """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
         attempts = read_attempts(folder.layout.tasks)
@@ -346,20 +331,19 @@ class Runner(RowListener):
             if not self.scheduling:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
                 return
         workdir.mkdir(parents=True, exist_ok=True)
-        route = self.routes.get(task.id)
-        task = routed(task, route)
-        row = await self.run_try(task, cycle, repeat, workdir, route)
+        task, _, _, label = self.routing.apply(task)
+        row = await self.run_try(task, cycle, repeat, workdir, label)
         if row.outcome == "node_lost" and self.scheduling:  # the cluster's fault: once more, on another node
             self.lost(row, "retried on another node")
             self.record(row)
-            row = await self.run_try(task, cycle, repeat, workdir, route)
+            row = await self.run_try(task, cycle, repeat, workdir, label)
         if row.outcome == "node_lost":
             self.lost(row, "redone on resume")
         while row.error_kind == DISK_FULL and await self.room.wait(row.error_tail):  # cut short by a full disk: again
             await self.room.recorded(self.record, row)
             await asyncio.to_thread(remove_tree, workdir)
             workdir.mkdir(parents=True, exist_ok=True)
-            row = await self.run_try(task, cycle, repeat, workdir, route)
+            row = await self.run_try(task, cycle, repeat, workdir, label)
         await self.room.recorded(self.record, row)
 
     def lost(self, row: TaskRow, then: str) -> None:
@@ -367,7 +351,7 @@ class Runner(RowListener):
         self.folder.event("node_lost", f"{attempt_name(row.task_id, row.cycle, row.repeat)} lost with its node "
                           f"({row.error_kind}): {then}", row.node or "?")
 
-    async def run_try(self, task: TaskSpec, cycle: int, repeat: int, workdir: Path, route: "Route | None") -> TaskRow:
+    async def run_try(self, task: TaskSpec, cycle: int, repeat: int, workdir: Path, label: str) -> TaskRow:
         """One try of an attempt, in flight while it runs; its row, whatever ended it."""
         key = attempt_name(task.id, cycle, repeat)
 
@@ -378,7 +362,7 @@ class Runner(RowListener):
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, route.label() if route else "",
+        context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, label,
                                  on_call, on_step, self.folder.record_round, repeat=repeat)
         job = asyncio.create_task(self.task_fn(task, context))
         flight = self.in_flight[key] = InFlight(task.id, cycle, repeat, time.time(), job, context)

@@ -133,7 +133,7 @@ def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, dict[str, Any]]
 def load_routing_dict(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    from soak.decisions.route import load_routing
+    from soak.decisions.routing import load_routing
 
     return load_routing(path).model_dump(exclude_none=True)
 
@@ -141,13 +141,13 @@ def load_routing_dict(path: Path | None) -> dict[str, Any]:
 def select_tasks(config: SoakConfig, routing: dict[str, Any]) -> list[TaskSpec]:
     """The suite with its canary twins (picked from the whole suite, so routing leaves them as they are) minus the
     tasks the routing file skips; every escalation must name a defined endpoint."""
-    routes = routing.get("tasks", {})
-    for task_id, route in routes.items():
-        if route.get("action") == "escalate" and route.get("endpoint") not in config.endpoints:
-            raise BadInput(f"routing: {task_id} escalates to endpoint '{route.get('endpoint')}', not in the config")
+    from soak.decisions.routing import Routing
+
+    routes = Routing.model_validate(routing)
+    routes.check(config.endpoints)
     suite = load_suites(config.suite)
     suite += night_canaries(suite, config.canary_share, config.seed)
-    tasks = [t for t in suite if routes.get(t.id, {}).get("action") != "skip"]
+    tasks = [t for t in suite if not routes.apply(t).skip]
     if not tasks:
         raise BadInput(f"the routing file skips every task of suite {config.suite}")
     return tasks

@@ -13,14 +13,14 @@ from typing import Any
 import httpx2
 from rich.console import Console
 
-from soak.agent.attempt import AttemptContext
 from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import read_process, write_process
+from soak.night.attempts import local_attempts
 from soak.night.loop import Readiness, RunEnd, Runner, TaskFn
 from soak.night.progress import Current, QuietLines, RunStats, live_view, next_steps, summary
 from soak.record.folder import RunFolder
-from soak.record.schema import RunInfo, TaskRow
+from soak.record.schema import RunInfo
 from soak.tasks.spec import TaskSpec
 
 
@@ -92,55 +92,6 @@ class AllReady:
             if not await check.wait_until_ready(max(0.0, deadline - time.monotonic())):
                 return False
         return True
-
-
-class AgentTasks:
-    """The delegation loop (soak.agent) against the configured endpoints; a task the routing file escalates gets the
-    stronger endpoint as its coder (the runner applies the rest of the routing, to external agents alike).
-
-    `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
-    """
-
-    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
-        from soak.agent.loop import run_task
-        from soak.decisions.route import Routing
-        from soak.llm.client import ChatEndpoint
-
-        self.config, self.run_task, self.judge = config, run_task, judge
-        self.routes = Routing.model_validate(routing).tasks if routing else {}
-        names = {config.roles.coder, config.roles.orchestrator if config.mode == "delegate" else config.roles.coder}
-        names |= {r.endpoint for r in self.routes.values() if r.action == "escalate" and r.endpoint}
-        stale = config.budgets.stale_seconds
-        self.endpoints = {name: ChatEndpoint(name, config.endpoints[name], stale) for name in sorted(names)}
-
-    async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
-        route = self.routes.get(task.id)
-        coder = self.config.roles.coder
-        if route and route.action == "escalate" and route.endpoint:
-            coder = route.endpoint
-        orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
-        return await self.run_task(task, context, orchestrator=orchestrator, coder=self.endpoints[coder],
-                                   budgets=self.config.budgets, mode=self.config.mode, judge=self.judge)
-
-    async def close(self) -> None:
-        for endpoint in self.endpoints.values():
-            await endpoint.close()
-
-
-async def local_attempts(config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None,
-                         cleanup: AsyncExitStack) -> TaskFn:
-    """The task function that runs attempts on this machine, closed by `cleanup`: the external agent behind its
-    recording proxy (mode "agent") or soak's delegation loop. A cluster node runs its attempts with it too."""
-    if config.mode == "agent":
-        from soak.agent.external import AgentNight
-
-        external = AgentNight(config, judge)
-        await external.start()
-        cleanup.push_async_callback(external.close)
-        return external
-    agent = AgentTasks(config, routing, judge)
-    cleanup.push_async_callback(agent.close)
-    return agent
 
 
 def run_night(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec],

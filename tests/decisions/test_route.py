@@ -5,7 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
-from soak.decisions.route import RouteRules, load_routing, route_runs
+from soak.decisions.route import RouteRules, route_runs
+from soak.decisions.routing import load_routing
 from soak.errors import BadInput
 from soak.record.schema import MODEL_OUTCOMES, TaskRow
 from tests.synth import write_rows

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from soak.decisions.route import load_routing
+from soak.decisions.routing import load_routing
 from soak.stack.servers import EMBEDDED_SERVER, free_port
 from tests.helpers import EXERCISM_SUITE, wait_until
 
