@@ -5,7 +5,7 @@ only once passed.
 
 The tmpfs has no path in the harness's mount namespace: a first step in the jail, before anything untrusted
 (soak.sandbox.handoff), hands the harness a descriptor of it. Through that descriptor the harness fills it from the
-host's folders, lets the command start, polls it for being full (the run is then over its cap and killed, as a
+host's folders, lets the command start, watches it for being full (the run is then over its cap and killed, as a
 passed cap was), and once nothing of the run is alive copies the folders back over the host's: between rounds and
 after the attempt the workspace and HOME are on the host as the run left them, as with a bind mount.
 
@@ -190,6 +190,10 @@ class SizedDisk:
                 self.fd = fds[0] if fds else None
             if self.fd is None:
                 return
+            info = os.fstatvfs(self.fd)
+            if not self.size <= info.f_blocks * info.f_frsize < self.size + info.f_frsize:
+                raise OSError(errno.EINVAL, f"the jail handed over a file system of {info.f_blocks} blocks, not the "
+                                            f"tmpfs of {self.size} bytes")
             for name, host in self.folders.items():
                 if not copy_tree(str(host), None, name, self.fd, Budget(self.size), self.owner):
                     raise OSError(errno.ENOSPC, f"{host} holds more than {self.size} bytes")

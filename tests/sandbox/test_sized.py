@@ -14,6 +14,7 @@ import pytest
 from soak.sandbox import jail
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.sized import SizedDisk
+from soak.sandbox.visible import sized
 
 ROOTED = [kind for kind in ("bwrap", "unshare", "unshare-user") if jail.works(kind)]
 pytestmark = pytest.mark.skipif(not ROOTED, reason="a sized tmpfs in the jail needs bubblewrap or unshare")
@@ -214,3 +215,15 @@ def test_a_deep_tree_comes_back_whole_with_few_descriptors(kind, folders):
         assert os.stat("bottom", dir_fd=fd).st_size == len("reached")
     finally:
         os.close(fd)
+
+
+def test_a_file_system_not_of_the_cap_s_size_is_refused(kind, folders):
+    """The harness checks what the jail handed over: a tmpfs of another size (or none) never runs the command."""
+    ws, home = folders
+    (ws / "given.txt").write_text("task")
+    disk = SizedDisk(ws, home, CAP, kind)
+    cmd = jail.wrap(kind, ws, [], [*disk.command(), sys.executable, "-I", "-c", "print('started')"],
+                    disk=sized(disk.top, 2 * CAP, [ws, disk.home]), harness=disk.harness)
+    with pytest.raises(OSError, match="not the tmpfs of"):
+        jail.launch(cmd, ws, ResourceLimits(workspace_bytes=CAP), 60, kind, disk=disk)
+    assert [path.name for path in ws.iterdir()] == ["given.txt"]
