@@ -92,6 +92,8 @@ class SimStats(BaseModel):
     spec_accepted_per_pos: list[int] = Field(default_factory=list)
     most_running: int = 0
     """The most requests the engine ran at once: how much concurrency the clients really sent."""
+    preemptions: int = 0
+    """Requests that started while the running requests' prompts overfilled the KV cache (and recomputed)."""
     records: list[RequestRecord] = Field(default_factory=list)
     """Finished requests, oldest first (the last 100 000)."""
 
@@ -318,7 +320,7 @@ class VllmCollector:
         yield self.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
         yield self.counter("vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens.", s.prompt_tokens)
         yield self.counter("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.", s.cached_tokens)
-        yield self.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
+        yield self.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
         yield self.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield self.counter("vllm:generation_tokens", "Number of generation tokens processed.", s.completion_tokens)
         success = CounterMetricFamily(

@@ -69,6 +69,9 @@ class Timing(Strict):
     """Tokens per streamed SSE chunk (vLLM sends 1)."""
     max_running: int = Field(default=0, ge=0)
     """Requests decoded at once; the rest wait (shown as num_requests_waiting). 0 = unlimited."""
+    slowdown_per_running: float = Field(default=0.0, ge=0)
+    """Each other request decoding beside this one when it starts stretches its TTFT and decode time by this share
+    (0.1: four at once run 1.3x slower each), as a batch shares one GPU; 0 = no such cost."""
 
     _spans = field_validator("ttft_seconds", "decode_tokens_per_second")(_check_span)
 
@@ -128,7 +131,8 @@ class Cache(Strict):
     block_tokens: int = Field(default=16, ge=1)
     """Prompts are cached in whole blocks of this many tokens, as vLLM does."""
     capacity_blocks: int = Field(default=8192, ge=1)
-    """KV cache size in blocks; least recently used blocks are evicted beyond it."""
+    """KV cache size in blocks; least recently used blocks are evicted beyond it, and a request that starts while the
+    running requests' prompts need more is preempted once (vllm:num_preemptions) and pays its prefill twice."""
     prompt_tokens_details: bool = True
     """vLLM mode: per-request `usage.prompt_tokens_details.cached_tokens`, as with `--enable-prompt-tokens-details`;
     false sends null there, as vLLM does without that flag (llama.cpp mode always sends it)."""

@@ -254,14 +254,14 @@ class SimServer:
         first = draw(timing.ttft_seconds, rng) * self.scenario.drift.ttft(self.elapsed())
         ex = Exchange(
             n=n, received=received, start=start, body=body, reply=reply, faults=faults, prompt_tokens=len(tokens),
-            cached_tokens=cached, ttft=first + prefill,
+            cached_tokens=cached, ttft=first + prefill, prefill=prefill,
             rate=draw(timing.decode_tokens_per_second, rng), rng=rng, engine=self.engine,
             prompt_tokens_details=self.engine == "llama-server" or (
                 self.engine == "vllm" and self.scenario.cache.prompt_tokens_details),
             model=str(body.get("model") or self.scenario.model), id=f"chatcmpl-{rng.getrandbits(128):032x}",
         )
         blocks = -(-len(tokens) // self.scenario.cache.block_tokens)
-        return ChatResponse(ex, self.recorder, lambda: self.crashed, self.slot(blocks), timing.tokens_per_chunk)
+        return ChatResponse(ex, self.recorder, lambda: self.crashed, self.slot(ex, blocks), timing.tokens_per_chunk)
 
     def refuse(self, record: RequestRecord, message: str) -> JSONResponse:
         """An error answer, as vLLM shapes it; the request never reached the engine."""
@@ -269,8 +269,10 @@ class SimServer:
         return JSONResponse(error_body(record.status, message), status_code=record.status)
 
     @contextlib.asynccontextmanager
-    async def slot(self, blocks: int) -> AsyncIterator[None]:
-        """A decoding slot: waits when max_running are busy (num_requests_waiting), holds KV blocks while running."""
+    async def slot(self, ex: Exchange, blocks: int) -> AsyncIterator[None]:
+        """A decoding slot: waits when max_running are busy (num_requests_waiting), holds KV blocks while running;
+        a batch slows each request in it, and one that finds the KV cache full is preempted (recomputes its
+        prefill)."""
         recorder, limit = self.recorder, 1 if self.serialized else self.scenario.timing.max_running
         if limit:
             self._slots = self._slots or asyncio.Semaphore(limit)
@@ -282,6 +284,10 @@ class SimServer:
         recorder.run_one(+1)
         recorder.stats.most_running = max(recorder.stats.most_running, recorder.running)
         recorder.kv_blocks += blocks
+        ex.stretch(1 + self.scenario.timing.slowdown_per_running * (recorder.running - 1))
+        if recorder.kv_blocks > self.scenario.cache.capacity_blocks:
+            recorder.stats.preemptions += 1
+            ex.ttft += ex.prefill
         try:
             yield
         finally:

@@ -50,6 +50,13 @@ class Exchange:
     id: str = ""
     begin: float = 0.0
     """Monotonic time decoding could start (arrival, or later when it had to wait for a slot)."""
+    prefill: float = 0.0
+    """The part of `ttft` spent on prompt tokens not served from the prefix cache."""
+
+    def stretch(self, factor: float) -> None:
+        """Slow this request down by `factor` (a busier batch): TTFT times it, decode rate over it."""
+        self.ttft *= factor
+        self.rate /= factor
 
 
 class ClientWatch:
