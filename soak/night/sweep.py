@@ -25,13 +25,14 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from rich.console import Console
 
 from soak.config import SoakConfig, Strict, load_config, redact
 from soak.decisions.gate import gate_role
 from soak.errors import BadInput
 from soak.files import describe_validation_error, load_model, write_atomic
+from soak.night import capacity
 from soak.night.lifecycle import create_run, reopen_run
 from soak.night.loop import RunEnd
 from soak.night.plan import MAX_REPEATS, RunOptions, check_agent, check_run_id, new_run_id, plan_run
@@ -81,10 +82,18 @@ class SweepFile(Length):
     canary_share: float = Field(default=SoakConfig.model_fields["canary_share"].default, ge=0, le=1)
     """Shared like the seed: every configuration runs the same canaries."""
     gates: list[GateName] = Field(default_factory=list)
-    configurations: list[SweepConfiguration] = Field(min_length=1)
+    concurrency: list[int] = Field(default_factory=list)
+    """Agents at once, one level after another (soak.night.capacity): a capacity sweep of one configuration."""
+    configurations: list[SweepConfiguration] = Field(default_factory=list)
+
+    _levels = field_validator("concurrency", mode="before")(capacity.check_levels)
 
     @model_validator(mode="after")
     def _distinct(self) -> "SweepFile":
+        if self.concurrency:
+            self.configurations = self.levels()
+        if not self.configurations:
+            raise ValueError(f"give [[configurations]], or the levels of a capacity sweep: {capacity.EXAMPLE}")
         names = [c.name for c in self.configurations]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -95,6 +104,17 @@ class SweepFile(Length):
                 raise ValueError(f"configuration {configuration.name}: {', '.join(shared)} belong to the whole sweep "
                                  "(every configuration sees the same tasks in the same order)")
         return self
+
+    def levels(self) -> list[SweepConfiguration]:
+        """The capacity sweep's configurations: its one configuration (or none) at each level of concurrency."""
+        if len(self.configurations) > 1:
+            raise ValueError("a capacity sweep (concurrency = [...]) measures one stack: give at most one "
+                             "[[configurations]], or sweep the stacks first and measure the chosen one")
+        one = self.configurations[0] if self.configurations else SweepConfiguration(name="c")
+        prefix = one.name if self.configurations else ""
+        return [one.model_copy(update={"name": capacity.level_name(prefix, agents),
+                                       "overrides": capacity.level_overrides(one.overrides, agents)})
+                for agents in self.concurrency]
 
     def limits(self, configuration: SweepConfiguration) -> RunLimits:
         """The configuration's own length, else the sweep's, else one pass over the suite."""
@@ -131,7 +151,9 @@ def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakCo
         check_agent(config)
         run_id = f"{sweep_id}.{configuration.name}"
         limits = spec.limits(configuration)
-        plan_run(config, run_id, limits, {}, {})  # roles, endpoints and the suite, checked now
+        _, _, tasks = plan_run(config, run_id, limits, {}, {})  # roles, endpoints and the suite, checked now
+        if spec.concurrency:
+            capacity.check_room(config.concurrency, limits, len(tasks) * spec.repeat)
         if (data_dir() / run_id).exists():
             raise BadInput(f"run {run_id} already exists in {data_dir()}: pick another --sweep-id")
         gates = spec.gates if configuration.gates is None else configuration.gates
@@ -139,7 +161,7 @@ def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakCo
                                   limits=limits, gates=list(gates)))
         configs.append(config)
     info = SweepInfo(sweep_id=sweep_id, created_at=time.time(), source=str(path.resolve()), suite=spec.suite,
-                     seed=spec.seed, configurations=entries)
+                     seed=spec.seed, configurations=entries, levels=spec.concurrency)
     return info, configs
 
 
@@ -233,11 +255,24 @@ class Sweep:
         """The standings and the recommendation; 0 when there is one, 1 when no configuration qualified."""
         from soak.decisions.sweep import recommend, standings
 
+        if self.info.levels:
+            return self.capacity_verdict()
         found = standings(self.info)
         recommendation = recommend(found)
         self.console.print("\n".join(recommendation.lines(found)), markup=False, soft_wrap=True)
         self.say(f"report: soak report {self.info.sweep_id}")
         return 0 if recommendation.choice else 1
+
+
+    def capacity_verdict(self) -> int:
+        """A capacity sweep's answer: how many agents to run, and what limits the next level; 1 when none qualified."""
+        from soak.decisions.capacity import answer, levels
+
+        found = levels(self.info)
+        verdict = answer(found)
+        self.console.print("\n".join(verdict.lines(found)), markup=False, soft_wrap=True)
+        self.say(f"report: soak report {self.info.sweep_id}")
+        return 0 if verdict.agents else 1
 
 
 def sweep_command(path: Path | None, resume: str | None, sweep_id: str | None, quiet: bool,

@@ -109,3 +109,6 @@ class SweepInfo(BaseModel):
     suite: str
     seed: int
     configurations: list[SweepEntry]
+    levels: list[int] = Field(default_factory=list)
+    """A capacity sweep's agents at once, one per configuration in order (soak.night.capacity); empty for a sweep of
+    stacks."""

@@ -19,6 +19,7 @@ from soak.record.summary import span_text
 from soak.report import pages, revision
 from soak.report.aggregate import jsonable
 from soak.report.build import comparison_view, run_view, sweep_view
+from soak.report.capacity import capacity_summary, capacity_view
 from soak.report.headroom import SILENCES, seconds_text
 
 
@@ -75,6 +76,9 @@ def render_sweep(ref: str | Path, out: Path | None, *, k: float = 3.0) -> Path:
     output reports/<sweep_id>/."""
     _, info = load_sweep(ref)
     runs = sweep_runs(info)
+    if info.levels:
+        return render_runs(list(runs.values()), out or reports_dir() / info.sweep_id, k=k,
+                           capacity=capacity_view(info, runs), title=f"capacity {info.sweep_id}")
     found = standings(info, runs)
     return render_runs(list(runs.values()), out or reports_dir() / info.sweep_id, k=k,
                        sweep=(found, recommend(found)), title=f"sweep {info.sweep_id}")
@@ -95,8 +99,10 @@ def report_command(refs: list[str], out: Path | None, *, k: float = 3.0) -> Path
 
 
 def render_runs(runs: list[RunRecord], out: Path, *, k: float = 3.0,
-                sweep: tuple[list[Standing], Recommendation] | None = None, title: str | None = None) -> Path:
-    """`render_report` of runs already read; `sweep` adds a sweep's standings and recommendation."""
+                sweep: tuple[list[Standing], Recommendation] | None = None, title: str | None = None,
+                capacity: dict[str, Any] | None = None) -> Path:
+    """`render_report` of runs already read; `sweep` adds a sweep's standings and recommendation, `capacity` a
+    capacity sweep's levels and knee (soak.report.capacity)."""
     out = Path(out)
     folder = None if single_file(out) else out
     page = out if folder is None else folder / "index.html"
@@ -112,7 +118,7 @@ def render_runs(runs: list[RunRecord], out: Path, *, k: float = 3.0,
         pages.problem_pages(runs, summaries, site, env, folder, generated_at)
     swept = sweep_view(*sweep, runs, views) if sweep else None
     context = {
-        "title": title or " vs ".join(v["run_id"] for v in views), "runs": views, "sweep": swept,
+        "title": title or " vs ".join(v["run_id"] for v in views), "runs": views, "sweep": swept, "capacity": capacity,
         "comparison": comparison_view(runs, views) if len(runs) > 1 else None,
         "generated_at": generated_at, "root": "",
     }
@@ -124,6 +130,8 @@ def render_runs(runs: list[RunRecord], out: Path, *, k: float = 3.0,
         summary["sweep"] = {"recommendation": swept["choice"], "why": swept["why"],
                             "configurations": [jsonable(row) for row in swept["rows"]],
                             "sessions": jsonable(swept["sessions"])}
+    if capacity:
+        summary["capacity"] = capacity_summary(capacity)
     write_atomic(page.parent / "summary.json", json.dumps(summary, indent=2) + "\n")
     return page
 
