@@ -21,7 +21,8 @@ trend's Mann–Kendall p-value likewise."""
 
 
 BENT_BETTER = 0.75
-"""A drift rather than a step where the bent line leaves at most this share of the best step's squared error."""
+"""A drift rather than a step where its bent line leaves at most this share of the best step's squared error; a bend
+rather than one straight line likewise."""
 
 
 class Measure(NamedTuple):
@@ -159,12 +160,13 @@ def hinge(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, float]
 
 def bend(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Where a drift sets in, and the squared error of its bent line: the bend that fits best (a quarter-window grid,
-    since a leak rarely sets in on a window's edge), when it halves the error of one straight line (a leak from
-    02:00); else the first window's start (a leak all night)."""
+    since a leak rarely sets in on a window's edge), when it fits clearly better than one straight line (a leak
+    from 02:00); else the first window's start (a leak all night)."""
     grid = np.arange(x[0] - 0.5, x[-3], 0.25)
     errors = np.array([hinge(x, y, at)[2] for at in grid])
     best = int(np.argmin(errors))
-    return (float(grid[best]), float(errors[best])) if errors[best] < 0.5 * errors[0] else (float(grid[0]), errors[0])
+    best = best if errors[best] < BENT_BETTER * errors[0] else 0
+    return float(grid[best]), float(errors[best])
 
 
 def centres(known: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -172,22 +174,25 @@ def centres(known: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     return known["window"].to_numpy(dtype=float) + 0.5, known[column].to_numpy(dtype=float)
 
 
+def bent(measure: Measure, known: pd.DataFrame, p_value: float) -> Finding | None:
+    """A drift along the bent line that fits the windows best: dated from its bend, sized from there to the last
+    window; None when that size does not matter."""
+    x, y = centres(known, measure.column)
+    at, _ = bend(x, y)
+    level, slope, _ = hinge(x, y, at)
+    before, after = level, level + slope * (x[-1] - at)
+    return Finding(measure, "trend", max(0, int(at)), before, after, p_value) if matters(measure, before, after) \
+        else None
+
+
 def trend(measure: Measure, frame: pd.DataFrame) -> Finding | None:
-    """Slow drift: a Mann–Kendall test over the windows, dated from its bend, its size the fitted line from there to
-    the last window."""
+    """Slow drift: a Mann–Kendall test over the windows, then the bent line."""
     known = frame[frame[measure.column].notna()]
     if len(known) < MIN_WINDOWS:
         return None
     x, y = centres(known, measure.column)
     tau = stats.kendalltau(x, y)
-    if not tau.pvalue < SIGNIFICANCE:
-        return None
-    at, _ = bend(x, y)
-    level, slope, _ = hinge(x, y, at)
-    before, after = level, level + slope * (x[-1] - at)
-    if not matters(measure, before, after):
-        return None
-    return Finding(measure, "trend", max(0, int(at)), before, after, float(tau.pvalue))
+    return bent(measure, known, float(tau.pvalue)) if tau.pvalue < SIGNIFICANCE else None
 
 
 def ramp_fits_better(measure: Measure, frame: pd.DataFrame) -> bool:
@@ -204,9 +209,12 @@ def ramp_fits_better(measure: Measure, frame: pd.DataFrame) -> bool:
 
 
 def findings(measure: Measure, frame: pd.DataFrame, calls: pd.DataFrame, start: float) -> list[Finding]:
-    """The steps PELT found; a slow drift instead where the trend test holds and no step does, or a bent line fits
-    better than any one step (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
-    steps, drift = changes(measure, frame, calls, start), trend(measure, frame)
-    if drift is not None and (not steps or ramp_fits_better(measure, frame)):
-        return [drift]
-    return steps
+    """The steps PELT found, or one slow drift instead where a bent line fits them better than any one step (its
+    p-value theirs: a leak that sets in late is too short for the trend test), or where the trend test holds and no
+    step does (a ramp cut into stairs by PELT is a drift, as a leak is, from whenever it set in)."""
+    steps = changes(measure, frame, calls, start)
+    if steps and ramp_fits_better(measure, frame):
+        drift = bent(measure, frame[frame[measure.column].notna()], min(f.p_value for f in steps))
+        return [drift] if drift is not None else steps
+    drift = None if steps else trend(measure, frame)
+    return [drift] if drift is not None else steps
