@@ -111,6 +111,8 @@ class Profile:
     """The least time between one fault's end and the next one's start."""
     concurrency: int
     disk_mb: int
+    """The run folder's tmpfs: the night's folder plus the 64 MiB soak waits to find free before it goes on
+    (soak.night.room.ROOM_BYTES); a smaller one never has room again."""
     sample_seconds: float
 
 
@@ -119,7 +121,7 @@ PROFILES = {
                          health_interval=2, calls_per_second=0.3, settle_seconds=60, concurrency=4, disk_mb=1024,
                          sample_seconds=30),
     "fast": Profile(ttft=(0.01, 0.03), decode=(2000, 2000), stale_seconds=2, stop_seconds=4, disk_full_seconds=6,
-                    health_interval=0.3, calls_per_second=4, settle_seconds=3, concurrency=2, disk_mb=64,
+                    health_interval=0.3, calls_per_second=4, settle_seconds=3, concurrency=2, disk_mb=256,
                     sample_seconds=1),
 }
 """realistic: TTFT 0.2-1 s, decode 30-80 tok/s, for long nights; fast: for the test's few minutes on 2 cores."""
