@@ -154,6 +154,8 @@ class SizedDisk:
     started, `full` while it runs and `empty` once nothing of it is alive."""
 
     def __init__(self, workspace: Path, home: Path, size: int, kind: str) -> None:
+        if workspace.name == HOME_NAME:
+            raise ValueError(f"a workspace named {HOME_NAME!r} would be its own HOME on the tmpfs")
         self.top, self.size = workspace.parent, size
         self.folders = {workspace.name: workspace, HOME_NAME: home}
         """Name on the tmpfs: host folder; the workspace first, which gets the copy's budget first."""
