@@ -85,7 +85,8 @@ def could_see(frame: pd.DataFrame, calls: pd.DataFrame, watched: tuple[Measure, 
             said = f"{measure.words} {'×' if measure.worse > 0 else '÷'}{size:.2f}"
         else:
             size = leak(measure, known, width)
-            said = f"a {measure.words} leak of {size:.0f} MB/min"
+            said = f"a {measure.words} leak of {size:.0f} MB/min" if size >= 10 else \
+                f"a {measure.words} leak of {size:.1f} MB/min"
         seen[measure.column] = {"size": size, "said": said}
     return seen
 
