@@ -24,6 +24,8 @@ class Side:
     """soak.record.summary.trust: what the run's attempts claimed beside what the tests found."""
     pass_hat_k: dict[int, float]
     """k -> pass^k over the tasks tried at least k times (soak.decisions.repeats)."""
+    pass_hat_k_with_infra: dict[int, float]
+    """The same with the stack's failed requests counted as failed tries."""
     held: bool | None
     """Whether the night held up (soak.decisions.course); None for a night too short to tell."""
     verdict: str
@@ -52,6 +54,8 @@ def side(run: RunRecord, table: pd.DataFrame) -> Side:
         else float("nan"),
         median_calls=float(table["median_calls"].median()) if len(table) else float("nan"),
         pass_hat_k={row["k"]: row["pass_hat_k"] for row in repeats.night(run.tasks)["k"]},
+        pass_hat_k_with_infra={row["k"]: row["pass_hat_k"]
+                               for row in repeats.night(run.tasks, repeats.INFRA_COUNTED)["k"]},
         held=found["held"], verdict=found["verdict"], course={k: v for k, v in found.items() if k != "windows"},
         energy=energy.run_energy(run, start, end),
     )
@@ -97,6 +101,7 @@ class Comparison:
             f"{'':<22}{a.run_id:>20}{b.run_id:>20}{'B/A':>10}",
             f"{'passed':<22}{f'{a.passes}/{a.attempts}':>20}{f'{b.passes}/{b.attempts}':>20}",
             f"{'pass rate':<22}{a.pass_rate:>20.1%}{b.pass_rate:>20.1%}",
+            f"{'  infra counted':<22}{rate(a.trust['pass_with_infra']):>20}{rate(b.trust['pass_with_infra']):>20}",
             f"{'median TTFT (s)':<22}{a.median_ttft_s:>20.3f}{b.median_ttft_s:>20.3f}"
             f"{ratio(b.median_ttft_s, a.median_ttft_s):>10}",
             f"{'median decode tok/s':<22}{a.median_decode_tps:>20.1f}{b.median_decode_tps:>20.1f}"
@@ -107,6 +112,9 @@ class Comparison:
             f"{'honest aborts':<22}{a.trust['honest_aborts']:>20}{b.trust['honest_aborts']:>20}",
             *(f"{f'pass^{k}':<22}{a.pass_hat_k[k]:>20.1%}{b.pass_hat_k[k]:>20.1%}"
               for k in sorted(a.pass_hat_k.keys() & b.pass_hat_k.keys())),
+            *(f"{f'  pass^{k} infra counted':<22}{a.pass_hat_k_with_infra[k]:>20.1%}"
+              f"{b.pass_hat_k_with_infra[k]:>20.1%}"
+              for k in sorted(a.pass_hat_k_with_infra.keys() & b.pass_hat_k_with_infra.keys()) if k > 1),
             spent("kJ / solved task", "joules_per_pass", 1e-3, 2),
             spent("energy (kWh)", "kwh", 1.0, 4),
             spent("mean power (W)", "mean_watts", 1.0, 0),

@@ -3,6 +3,7 @@ pass^k by the unbiased estimators, and whether it is flaky; per night pass^k for
 over tasks. A try is an attempt of an ordinary task that the model answered for (MODEL_OUTCOMES): a canary cannot
 pass, and an attempt the harness or the endpoint lost says nothing of the model."""
 
+from collections.abc import Iterable
 from math import comb
 from typing import Any
 
@@ -26,9 +27,15 @@ def pass_at_k(tries: int, passes: int, k: int) -> float | None:
     return 1 - comb(tries - passes, k) / comb(tries, k) if 0 < k <= tries else None
 
 
-def tries(tasks: pd.DataFrame) -> pd.DataFrame:
-    """Per ordinary task: `tries`, `passes`, `flaky` (passed and failed), and the cycles' outcomes in order."""
-    model = tasks[tasks["outcome"].isin(MODEL_OUTCOMES) & (tasks["canary"].fillna("").astype(str) == "")]
+INFRA_COUNTED = (*MODEL_OUTCOMES, "infra_error")
+"""The tries when a request the stack failed counts as a failed try: the figures beside the usual ones, so a stack
+that fails requests cannot read as 100 % on the attempts it happened to serve."""
+
+
+def tries(tasks: pd.DataFrame, counted: Iterable[str] = MODEL_OUTCOMES) -> pd.DataFrame:
+    """Per ordinary task: `tries`, `passes`, `flaky` (passed and failed), and the cycles' outcomes in order; a try is
+    an attempt of a `counted` outcome."""
+    model = tasks[tasks["outcome"].isin(list(counted)) & (tasks["canary"].fillna("").astype(str) == "")]
     model = model.sort_values("started_at", kind="stable")
     grouped = model.groupby("task_id", sort=True)
     table = pd.DataFrame({
@@ -78,11 +85,11 @@ def interval(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
 
 
-def night(tasks: pd.DataFrame) -> dict[str, Any]:
+def night(tasks: pd.DataFrame, counted: Iterable[str] = MODEL_OUTCOMES) -> dict[str, Any]:
     """pass^k for k = 1..K over the tasks tried at least k times (K: the most tries every tried task had, at most
     MAX_K, at least 1), each the mean of the tasks' estimates with its 95 % interval over tasks (`interval`); the
-    flaky tasks; the tries per task."""
-    table = tries(tasks)
+    flaky tasks; the tries per task. `counted=INFRA_COUNTED` counts the stack's failed requests as failed tries."""
+    table = tries(tasks, counted)
     if table.empty:
         return {"tasks": 0, "k": [], "flaky": [], "min_tries": 0}
     most = max(1, min(MAX_K, int(table["tries"].min())))

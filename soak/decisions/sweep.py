@@ -60,6 +60,9 @@ class Standing:
     gates: list[GateRecord] = field(default_factory=list)
     dishonest: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per honesty rate (`false success` over failed attempts, `cheating` over canary attempts): (count, of)."""
+    served: int = 0
+    """Attempts of ordinary tasks judged against the model plus those the stack failed (infra errors): the pass
+    rate over them sits beside the usual one."""
     repeatability: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     """k -> pass^k with its 95 % interval over tasks (soak.decisions.repeats), for the k its night reached."""
     tries: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -115,6 +118,7 @@ def standing(entry: SweepEntry, run: RunRecord | None) -> Standing:
         return found
     figures = trust(run.tasks)
     found.passes, found.attempts = figures["pass"]["count"], figures["pass"]["of"]
+    found.served = figures["pass_with_infra"]["of"]
     found.dishonest = {name: (figures[key]["count"], figures[key]["of"]) for name, key in HONESTY.items()}
     calls = run.calls
     tooled = calls[calls["integrity"] != "none"]
@@ -200,7 +204,8 @@ class Recommendation:
 
     def lines(self, found: list[Standing]) -> list[str]:
         k = repeat_k([s for s in found if s.repeatability]) or 1
-        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{f'pass^{k} [95% CI]':<20}" \
+        header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'infra counted':<15}" \
+                 f"{f'pass^{k} [95% CI]':<20}" \
                  f"{'mangled tool calls':<22}{'false success':<15}{'cheating':<12}{'decode tok/s':>13}{'TTFT s':>9}" \
                  f"{'kJ/solved':>11}  gates"
         rows = [header]
@@ -210,7 +215,8 @@ class Recommendation:
             rate = f"{s.passes}/{s.attempts} {s.pass_rate:.0%} [{low:.0%}-{high:.0%}]" if s.attempts else "-"
             mangled = f"{s.mangled_calls}/{s.tool_calls} {s.mangled_share:.0%}" if s.tool_calls else "-"
             gates = ", ".join(f"{'PASS' if g.passed else 'FAIL'} {gate_text(g)}" for g in s.gates) or "-"
-            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{repeat:<20}{mangled:<22}"
+            counted = f"{s.passes}/{s.served} {s.passes / s.served:.0%}" if s.served else "-"
+            rows.append(f"{s.name:<20}{s.status:<12}{rate:<26}{counted:<15}{repeat:<20}{mangled:<22}"
                         f"{s.honesty_text('false success'):<15}"
                         f"{s.honesty_text('cheating'):<12}{_num(s.decode_tps, 1):>13}{_num(s.ttft_s, 3):>9}"
                         f"{_num(s.joules_per_pass and s.joules_per_pass / 1000, 1):>11}  {gates}")

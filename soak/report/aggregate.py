@@ -351,10 +351,19 @@ def verdicts(h: dict[str, Any], memory_line: str) -> list[str]:
         lines.append(f"{plural(h['tests_touched'], 'attempt')} touched the tests: a conftest, an ini, bytecode or test "
                      "files left in the workspace (ignored by the judge; the files under Judging)")
     lines.append(f"infra errors: {h['infra_errors']} tasks vs model failures: {h['model_failures']} tasks"
-                 + (f" (harness errors: {h['harness_errors']})" if h["harness_errors"] else ""))
+                 + (f" (harness errors: {h['harness_errors']})" if h["harness_errors"] else "") + infra_counted(h))
     if h["pass_at_round_1"] is not None:
         lines.append(f"pass@round-1 {h['pass_at_round_1']:.0%}, pass@round-2 {h['pass_at_round_2']:.0%}")
     return lines
+
+
+def infra_counted(h: dict[str, Any]) -> str:
+    """The pass rate beside the one that counts the stack's failed requests as failures, where they differ."""
+    served, counted = h["trust"]["pass"], h["trust"]["pass_with_infra"]
+    if counted["of"] == served["of"] or served["rate"] is None:
+        return ""
+    return (f"; pass rate {served['rate']:.0%} of the attempts the stack served, {counted['rate']:.0%} counting its "
+            "infra errors as failures")
 
 
 def rate_text(figure: dict[str, Any]) -> str:

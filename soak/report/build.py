@@ -141,6 +141,7 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
     frame, findings = found.pop("windows"), found["findings"]
     head["course"] = agg.jsonable({**found, "windows": records(frame.drop(columns=["at"]))})
     head["repeats"] = agg.jsonable(repeats.night(run.tasks))
+    head["repeats_with_infra"] = agg.jsonable(repeats.night(run.tasks, repeats.INFRA_COUNTED))
     events = agg.stack_events(run.events)
     latency = {"ttft_p95": ("TTFT p95", "seconds"), "decode_tps": ("Decode tok/s (median)", "tok/s"),
                "duration_p95": ("Call duration p95 (calls not streamed)", "seconds"),

@@ -112,3 +112,29 @@ def test_each_side_shows_what_a_solved_task_cost_and_a_night_measured_by_nothing
     [row] = [line for line in lines if line.startswith("kJ / solved task")]
     assert row.split() == ["kJ", "/", "solved", "task", "450.00", "-"]
     assert not any(line.startswith("cost / solved task") for line in lines)
+
+
+def test_a_stack_that_fails_requests_does_not_read_as_perfect_on_the_attempts_it_served(tmp_path):
+    """Every attempt the flaky stack served passed; its infra errors count as failures beside that, in compare's
+    rows and pass^k, in the sweep's standing and in the report's headline."""
+    from soak.decisions.repeats import INFRA_COUNTED, night
+    from soak.decisions.sweep import standing
+    from soak.record.read import load_run
+    from soak.record.schema import RunLimits
+    from soak.record.sweeps import SweepEntry
+    from soak.report.aggregate import headline
+
+    steady = make_run(tmp_path, "steady", {"p1": ["pass", "pass"], "p2": ["pass", "fail"]}, 0.2, 50)
+    flaky = make_run(tmp_path, "flaky", {"p1": ["pass", "infra_error"], "p2": ["infra_error", "pass"]}, 0.2, 50)
+    text = "\n".join(compare_runs(steady, flaky).lines())
+    assert next(line for line in text.splitlines() if line.startswith("pass rate")).split()[-1] == "100.0%"
+    counted = next(line for line in text.splitlines() if line.startswith("  infra counted"))
+    assert counted.split()[-2:] == ["2/4", "50%"] and "3/4" in counted
+    run = load_run(tmp_path / "flaky")
+    assert [row["pass_hat_k"] for row in night(run.tasks)["k"]] == [1.0]  # one served try per task: perfect
+    assert [row["pass_hat_k"] for row in night(run.tasks, INFRA_COUNTED)["k"]] == [0.5, 0.0]
+    found = standing(SweepEntry(name="flaky", run_id="flaky", config={}, limits=RunLimits(), status="done"), run)
+    assert (found.passes, found.attempts, found.served) == (2, 2, 4)
+    lines = headline(run)["verdicts"]
+    assert any("pass rate 100% of the attempts the stack served, 50% counting its infra errors" in line
+               for line in lines)
