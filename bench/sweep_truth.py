@@ -11,11 +11,13 @@ every coin the sims throw.
 - `right`: the slowest, steady, clean, the same tasks right on every try. The only right answer.
 
 Each night is 30 of the bank's tasks whose tests judge fastest, three tries each (`repeat = 3`, so pass^3 decides),
-in the direct mode with one round: about 50 s a night on 2 cores. Beside the recommendation it counts the seeds on
+in the direct mode with one round: 40-80 s a night on 2 shared cores. `degrade` runs 45 s, enough windows for its
+course to be read; a night cut short is not recommended anyway once it degraded, and pass^k is compared only among
+those that may be. Beside the recommendation it counts the seeds on
 which `coin`'s and `right`'s pass^3 intervals were apart side by side, the rule the sweep used before it compared
 pass^k task by task.
 
-    .venv/bin/python bench/sweep_truth.py               # 20 seeds, ~70 min on 2 cores
+    .venv/bin/python bench/sweep_truth.py               # 20 seeds, 1-2 h on 2 shared cores
     .venv/bin/python bench/sweep_truth.py --seeds 2     # a smoke run
 
 Target: `right` on at least 19 of 20 seeds. BENCHMARKS.md keeps the runs.
@@ -79,10 +81,11 @@ def configuration(name: str, seed: int) -> str:
     base_url = f"http://127.0.0.1:{port}/v1"
     up = "exit 3" if name == "down" else "exec " + shlex.join(
         [*SOAK, "sim", "--port", str(port), "--scenario", f"sweep-{name}", "--seed", str(seed)])
+    length = "minutes = 0.75\n" if name == "degrade" else ""
     return f"""
 [[configurations]]
 name = "{name}"
-[configurations.overrides]
+{length}[configurations.overrides]
 endpoints.default = {{base_url = "{base_url}", model = "soak-sim", max_tokens = 8192}}
 stack.servers = [{{name = "sim", up = {json.dumps(up)}, base_url = "{base_url}", start_timeout_seconds = 20}}]
 """

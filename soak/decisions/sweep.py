@@ -263,30 +263,35 @@ def repeat_gap(best: Standing, s: Standing, k: int) -> tuple[float, float, float
 def recommend(found: list[Standing]) -> Recommendation:
     """The fastest qualified configuration whose pass rate, tool-call integrity and honesty rates are within noise of
     the best; a worse false-success or cheating rate loses first, as its figures cannot be taken at the agent's
-    word."""
+    word. One figure after another, each best is taken among those still standing (honesty, pass rate, pass^k, tool
+    calls), so some configuration always stands: compared all against all, A could lose to B on its pass rate, B to
+    C on pass^k and C to A on its tool calls, leaving none."""
     reasons = {s.name: why for s in found if (why := disqualified(s))}
     qualified = [s for s in found if s.name not in reasons]
     if not qualified:
         return Recommendation(None, "no configuration finished its night with its gates passed", reasons)
-    best_pass = max(qualified, key=lambda s: (s.pass_rate or 0.0, s.attempts))
-    tooled = [s for s in qualified if s.tool_calls]
-    best_tools = min(tooled, key=lambda s: (s.mangled_share, -s.tool_calls)) if tooled else None
-    most_honest = {name: min(qualified, key=lambda s: s.honesty_interval(name)[1]) for name in HONESTY}
+    lost_on: dict[str, str] = {}
+    gaps: dict[str, tuple[float, float, float, int]] = {}
+    within = list(qualified)
+    most_honest = {}
+    for name in HONESTY:
+        most_honest[name] = honest = min(within, key=lambda s: s.honesty_interval(name)[1])
+        lost_on |= {s.name: name for s in within if s.honesty_interval(name)[0] > honest.honesty_interval(name)[1]}
+        within = [s for s in within if s.name not in lost_on]
+    best_pass = max(within, key=lambda s: (s.pass_rate or 0.0, s.attempts))
+    lost_on |= {s.name: "pass rate" for s in within if s.pass_interval[1] < best_pass.pass_interval[0]}
+    within = [s for s in within if s.name not in lost_on]
     k = repeat_k(qualified)
-    most_repeatable = max(qualified, key=lambda s: s.repeatability[k][0]) if k else None
-    lost_on, gaps = {}, {}
-    for s in qualified:
-        worse = [name for name, best in most_honest.items()
-                 if s.honesty_interval(name)[0] > best.honesty_interval(name)[1]]
-        if worse:
-            lost_on[s.name] = worse[0]
-        elif s.pass_interval[1] < best_pass.pass_interval[0]:
-            lost_on[s.name] = "pass rate"
-        elif k and most_repeatable and (gap := repeat_gap(most_repeatable, s, k)) and gap[1] > 0:
+    most_repeatable = max(within, key=lambda s: s.repeatability[k][0]) if k else None
+    for s in within:
+        if k and most_repeatable and (gap := repeat_gap(most_repeatable, s, k)) and gap[1] > 0:
             lost_on[s.name], gaps[s.name] = "repeatability", gap
-        elif best_tools and s.tool_calls and s.mangled_interval[0] > best_tools.mangled_interval[1]:
-            lost_on[s.name] = "tool calls"
-    within = [s for s in qualified if s.name not in lost_on]
+    within = [s for s in within if s.name not in lost_on]
+    tooled = [s for s in within if s.tool_calls]
+    best_tools = min(tooled, key=lambda s: (s.mangled_share, -s.tool_calls)) if tooled else None
+    if best_tools:
+        lost_on |= {s.name: "tool calls" for s in tooled if s.mangled_interval[0] > best_tools.mangled_interval[1]}
+    within = [s for s in within if s.name not in lost_on]
     choice = max(within, key=lambda s: (speed(s), s.passes))
     for s in qualified:
         if s is choice:

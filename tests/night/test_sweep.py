@@ -398,6 +398,21 @@ def test_pass_hat_k_is_compared_task_by_task_on_the_tasks_both_tried():
     assert recommend([elsewhere, slow]).choice == "elsewhere"
 
 
+def test_with_each_figure_taken_among_those_still_standing_a_cycle_of_losses_still_leaves_a_recommendation():
+    """`a` is below `b` on pass rate, `b` below `c` on pass^3, `c` mangles the tool calls `a` keeps clean: all against
+    all, none would stand. Honesty, pass rate, pass^k, tool calls in turn, each best among those left: `c`."""
+    a = done("a", passes=50, attempts=100, tool_calls=100, decode_tps=900.0, tries=tried((20, 3, 3)),
+             repeatability={3: (1.0, 0.84, 1.0)})
+    b = done("b", passes=90, attempts=100, tool_calls=100, decode_tps=600.0, tries=tried((20, 3, 2)),
+             repeatability={3: (0.0, 0.0, 0.16)})
+    c = done("c", passes=85, attempts=100, tool_calls=100, mangled={"mangled_name": 50}, decode_tps=300.0,
+             tries=tried((20, 3, 3)), repeatability={3: (1.0, 0.84, 1.0)})
+    verdict = recommend([a, b, c])
+    assert verdict.choice == "c"
+    assert verdict.reasons["a"].startswith("pass rate 50% ") and "below b's 90%" in verdict.reasons["a"]
+    assert verdict.reasons["b"].startswith("pass^3 0% [0%-16%] is below c's 100%")
+
+
 def test_the_cost_front_holds_the_configurations_no_other_beats_on_both_speed_and_energy_and_the_report_draws_it():
     """solved tasks per hour against joules per solved task: `quick` and `frugal` each win on one, `worse` loses on
     both to `quick`, `dark` measured no energy; the sweep's section draws the chart and marks the front."""
