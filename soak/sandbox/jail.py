@@ -75,9 +75,9 @@ class ResourceLimits(BaseModel):
     file_size_bytes: int = 64 * MiB
     """RLIMIT_FSIZE: the largest file a run may write."""
     workspace_bytes: int = 512 * MiB
-    """All files of the workspace together (and of an agent's HOME, and the files its processes hold open after
-    unlinking them), polled while the run goes; past it the run is killed (DiskQuota). A judged run's workspace is a
-    tmpfs of this size instead, which counts everything by itself."""
+    """All files of the workspace (and an agent's HOME), unlinked ones held open included. In a jail a tmpfs of this
+    size (soak.sandbox.visible.sized) that refuses the write past it, and a run found at it is killed (DiskQuota); in
+    a plain session polled, and past it the run is killed."""
     max_processes: int = 256
     """pids.max of the run's cgroup (where soak may create one): a fork bomb meets it, not the host's limit."""
     cpu_seconds: int | None = None
