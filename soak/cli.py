@@ -13,7 +13,7 @@ from soak.errors import exit_line
 class SoakGroup(click.Group):
     """Turns an error that is no bug (soak.errors.exit_line), from any stage, into one line on stderr and its code."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except Exception as error:
@@ -27,7 +27,7 @@ class StageHelp(click.Option):
     """An option whose help its stage writes when it is shown (`stage_help`: "module:function"), from the one
     definition there, while `soak` itself starts without importing the stage."""
 
-    def __init__(self, *args, stage_help: str, **kwargs) -> None:
+    def __init__(self, *args: Any, stage_help: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stage_help = stage_help
 
@@ -171,7 +171,7 @@ def claims(**flags: Any) -> None:
     click.echo(claims_command(**flags))
 
 
-class GateName(click.Choice):
+class GateName(click.Choice[str]):
     """A gate of soak.decisions.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
     client, which every other command would otherwise pay for at start)."""
 
@@ -292,8 +292,8 @@ def run(retry: str | None, **flags: Any) -> None:
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
     budget stopped it, 2 on bad input, 130 on Ctrl-C / SIGTERM (resume it with --resume RUN_ID).
     """
-    from soak.night.lifecycle import RunOptions, run_command
-    from soak.night.plan import parse_retry
+    from soak.night.lifecycle import run_command
+    from soak.night.plan import RunOptions, parse_retry
 
     sys.exit(run_command(RunOptions(**flags, retry=parse_retry(retry))))
 

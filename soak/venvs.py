@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from soak.errors import BadInput
 
@@ -32,9 +33,10 @@ class CachedVenv:
     def env(self) -> dict[str, str]:
         return dict(os.environ)
 
-    def read_stamp(self) -> dict:
+    def read_stamp(self) -> dict[str, Any]:
         try:
-            return json.loads(self.stamp.read_text())
+            stamp: dict[str, Any] = json.loads(self.stamp.read_text())
+            return stamp
         except (OSError, ValueError):
             return {}
 

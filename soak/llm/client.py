@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx2
 import openai
-from asyncio_throttle import Throttler
+from asyncio_throttle.throttler import Throttler
 from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
@@ -217,7 +217,7 @@ class ChatEndpoint:
 
         async def once() -> CallResult:
             async with self._limit:
-                await self._throttle.acquire()
+                await self._throttle.acquire()  # type: ignore[no-untyped-call]
                 result = await self._try(call, len(rows) + 1)
             rows.append(result.rows[0])
             return result

@@ -106,7 +106,7 @@ def node_label(node_id: str) -> str:
     since a node started again has the same name and another id."""
     import ray
 
-    names = {node["NodeID"]: node["NodeName"] for node in ray.nodes()}
+    names = {node["NodeID"]: node["NodeName"] for node in ray.nodes()}  # type: ignore[no-untyped-call]
     return f"{names.get(node_id, '?')}/{node_id[:8]}"
 
 
@@ -289,7 +289,8 @@ class ClusterTasks:
                 elif kind == "files":
                     await asyncio.to_thread(unpacked, value, context.workdir)
                 else:
-                    return value
+                    row: TaskRow = value
+                    return row
         except asyncio.CancelledError:
             self.ray.cancel(stream)
             raise

@@ -162,7 +162,7 @@ class InFlight:
     cycle: int
     repeat: int
     started_at: float
-    job: asyncio.Task
+    job: asyncio.Task[TaskRow]
     context: AttemptContext
     round: int = 0
     """The round the attempt is in (0: not told, e.g. an external agent)."""
@@ -197,7 +197,7 @@ class Runner(RowListener):
                          lambda why: self.stop("disk_full", why, cancel=True))
         self.in_flight: dict[str, InFlight] = {}
         self.end: RunEnd | None = None
-        self.recovery: asyncio.Task | None = None
+        self.recovery: asyncio.Task[None] | None = None
         self.deadline_at: float | None = None
         """Wall-clock time at which no new attempt starts; None without a duration limit."""
         duration = info.limits.duration_seconds

@@ -151,7 +151,7 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
         probe = EndpointProbe(unmanaged, config.error_budget.probe_interval_seconds)
         readiness: Readiness = probe
         supervisor = None
-        background: list[asyncio.Task] = []
+        background: list[asyncio.Task[None]] = []
         cleanup.push_async_callback(cancel_all, background)
         if config.stack.servers:
             supervisor = StackSupervisor(config.stack, folder.layout.server_logs,
@@ -197,7 +197,7 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
     return end
 
 
-async def cancel_all(jobs: list[asyncio.Task]) -> None:
+async def cancel_all(jobs: list[asyncio.Task[None]]) -> None:
     for job in jobs:
         job.cancel()
     await asyncio.gather(*jobs, return_exceptions=True)

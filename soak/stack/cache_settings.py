@@ -99,7 +99,8 @@ def option(up: str, names: str, env: str, value: str = r"[\w.]+") -> str | None:
     """The value an `up` command gives a llama-server option (`-x N`, `--name N`, `--name=N`), else its LLAMA_ARG_
     variable; the last flag wins, as in llama-server. A value that is not plain (a shell variable) is not read."""
     flags = re.findall(rf"(?:^|\s)(?:{names})(?:=|\s+)['\"]?({value})['\"]?(?=\s|$)", up)
-    return (flags or re.findall(rf"(?:^|\s){env}=['\"]?({value})['\"]?(?=\s|$)", up) or [None])[-1]
+    found: list[str | None] = flags or re.findall(rf"(?:^|\s){env}=['\"]?({value})['\"]?(?=\s|$)", up) or [None]
+    return found[-1]
 
 
 def unified_pool(up: str) -> bool:
@@ -152,7 +153,7 @@ def kv_bytes_per_token(meta: dict[str, Any], k_type: str = "f16", v_type: str = 
     head_dim = meta[f"{arch}.embedding_length"] // heads
     k_dim = meta.get(f"{arch}.attention.key_length", head_dim)
     v_dim = meta.get(f"{arch}.attention.value_length", head_dim)
-    return sum(per_layer) * (k_dim * KV_TYPE_BYTES[k_type] + v_dim * KV_TYPE_BYTES[v_type])
+    return float(sum(per_layer) * (k_dim * KV_TYPE_BYTES[k_type] + v_dim * KV_TYPE_BYTES[v_type]))
 
 
 def llama_server_cache(props: dict[str, Any], slots: list[dict[str, Any]], server: Server | None) -> LlamaServerCache:

