@@ -116,7 +116,7 @@ def main() -> None:
         else:
             screenshot(browser, report / "index.html", DOCS / "report-screenshot.png", work, height=900)
             screenshot(browser, revised_attempt(work / "data" / "rehearsal", report), DOCS / "report-attempt.png",
-                       work, height=1800)
+                       work, height=1100)
         course_chart(degrading_night(work, env), DOCS / "course.png", work)
 
 
