@@ -27,8 +27,9 @@ The rules, read from the run folder's tables after the night (its CSVs read as w
   *started* if calls.csv holds a try of it or its work folder (work/<task>/<cycle>[-<repeat>]) exists.
 - **Lost**: a started slot with no tasks.csv row in any session. An attempt cut short by `kill -9` leaves calls and no
   row of its session; it is not lost when a later session redoes the slot (soak redoes it unasked).
-- **Twice**: two rows of one attempt (task_id, cycle, repeat, session), or two rows of one slot that both finished it
-  (neither `cancelled` nor `node_lost`, the outcomes a resume redoes).
+- **Twice**: two rows of one slot that both finished it (neither `cancelled` nor `node_lost`, the outcomes soak runs
+  again), in one session or two, or one try's row written twice (same attempt, same start). A try cut short (by a
+  signal, a lost node or a full disk) and its redo are two rows, once each.
 - **Misattributed**: the sim's coder writes every task's reference (p_correct = p_fix = 1, no tool-call faults, no
   canaries), so a task's outcome is a constant of the night: its *expected* outcome is the one most of its
   attempts that no fault window touched ended with (`pass` where none was untouched). Then
@@ -39,7 +40,8 @@ The rules, read from the run folder's tables after the night (its CSVs read as w
   - `harness_error` is always wrong: a fault of the stack or the disk is not a bug of soak's.
   `cancelled` charges no one.
 - Each anomaly goes to the last fault whose window overlaps the attempt's time (its row's start to end; a lost slot's
-  calls): the one in force nearest to when its outcome was decided. One that overlaps none is counted in the row
+  calls; `RECORDING_SECONDS` past the end, while its row is written): the one in force nearest to when its outcome
+  was decided. One that overlaps none is counted in the row
   `none`.
 - **Survived**: soak did not exit on its own between the fault's start and the next fault's start (or the night's
   end), the fault's recovery came (its window ended), and an attempt that started after the window ended passed; a
@@ -89,6 +91,8 @@ STACK_SIDE = ("infra_error", "agent_error")
 SIM_GAP = 10.0
 """Seconds between two failed tries of the sim's beyond which they are two faults (a burst's retries back off 1, 2
 and 4 s)."""
+RECORDING_SECONDS = 2.0
+"""An attempt's row is written just after its end: a fault this soon after the end can still touch its record."""
 MB = 2**20
 RUN_ID = "chaos"
 T = TypeVar("T")
@@ -154,6 +158,8 @@ class Night:
     """soak's exits that were not the bench's doing (time, code)."""
     rss: list[tuple[float, int, int]] = field(default_factory=list)
     """(time, pid, bytes) of soak's own process."""
+    free: list[tuple[float, int]] = field(default_factory=list)
+    """(time, free bytes) of the run folder's tmpfs."""
     skipped: dict[str, str] = field(default_factory=dict)
     table: dict[str, dict[str, int]] = field(default_factory=dict)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
@@ -267,12 +273,13 @@ class Soak:
         return read_process(self.folder / "logs" / "sim.pid")[0]
 
 
-class RssSampler(threading.Thread):
-    """soak's own RSS every `interval` s, whichever session runs."""
+class Sampler(threading.Thread):
+    """soak's own RSS every `interval` s, whichever session runs, and the free bytes of its tmpfs (the evidence that
+    a full disk stayed full)."""
 
-    def __init__(self, soak: Soak, interval: float, into: list[tuple[float, int, int]]):
+    def __init__(self, soak: Soak, disk: "Disk", interval: float, night: Night):
         super().__init__(daemon=True)
-        self.soak, self.interval, self.into = soak, interval, into
+        self.soak, self.disk, self.interval, self.night = soak, disk, interval, night
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -280,7 +287,9 @@ class RssSampler(threading.Thread):
             process = self.soak.process
             if process is not None and process.poll() is None:
                 with contextlib.suppress(psutil.Error):
-                    self.into.append((time.time(), process.pid, psutil.Process(process.pid).memory_info().rss))
+                    self.night.rss.append((time.time(), process.pid, psutil.Process(process.pid).memory_info().rss))
+            if self.disk.mounted:
+                self.night.free.append((time.time(), shutil.disk_usage(self.disk.data).free))
 
 
 class Disk:
@@ -345,7 +354,7 @@ class ChaosNight:
         self.started = 0.0
 
     def run(self) -> Night:
-        sampler = RssSampler(self.soak, self.profile.sample_seconds, self.night.rss)
+        sampler = Sampler(self.soak, self.disk, self.profile.sample_seconds, self.night)
         try:
             self.started = self.night.started = time.time()
             self.soak.start("--config", str(self.config), "--minutes", f"{self.seconds / 60:g}", "--run-id", RUN_ID)
@@ -525,6 +534,7 @@ def tally(night: Night, profile: Profile) -> None:
     struck = sorted((f for f in night.faults if f.at), key=lambda f: f.at)
 
     def blamed(start: float, end: float) -> str:
+        end += RECORDING_SECONDS
         return next((f.kind for f in reversed(struck) if f.at <= end and start <= f.until), "none")
 
     def slot(row: dict[str, str]) -> Key:
@@ -550,16 +560,17 @@ def tally(night: Night, profile: Profile) -> None:
             row = dict(zip(("task_id", "cycle", "repeat"), key, strict=True))
             note(blamed(min(times), max(times)), "lost", row, "started, never recorded")
 
-    # Twice: one attempt's second row, or a slot's second finish; the first of each is the record.
-    attempts: set[tuple[str, ...]] = set()
+    # Twice: a slot's second finish, or the same try's row again; the first of each is the record. A try a full
+    # disk cut short is recorded `cancelled` and tried again in the same session: two rows of one attempt, once.
+    tries: set[tuple[str, ...]] = set()
     finished: set[Key] = set()
     for r in tasks:
         when = blamed(float(r["started_at"]), float(r["ended_at"]))
-        if (*slot(r), r["session"]) in attempts:
-            note(when, "twice", r, "a second row of one attempt")
+        if (*slot(r), r["session"], r["started_at"]) in tries:
+            note(when, "twice", r, "the same try's row again")
         elif r["outcome"] not in REDONE and slot(r) in finished:
-            note(when, "twice", r, "a slot finished again in a later session")
-        attempts.add((*slot(r), r["session"]))
+            note(when, "twice", r, "a slot finished again")
+        tries.add((*slot(r), r["session"], r["started_at"]))
         if r["outcome"] not in REDONE:
             finished.add(slot(r))
 
@@ -578,6 +589,12 @@ def tally(night: Night, profile: Profile) -> None:
             note(when, "misattributed", r, "charged to the stack, though no call of it failed on the stack")
         elif r["outcome"] == "harness_error":
             note(when, "misattributed", r, "charged to soak")
+
+    # A full disk that did not stay full while it was held (the filler was fought or deleted) is said so.
+    for fault in (f for f in struck if f.kind == "disk_full"):
+        room = [free for at, free in night.free if fault.at + 1 <= at <= fault.until - 0.5]
+        if room and max(room) > MB:
+            fault.note += f" {max(room) / MB:.0f} MiB free while it was held;"
 
     # Torn rows a resume cut, against the fault struck last before it.
     events, _ = read_table(folder / "events.csv")

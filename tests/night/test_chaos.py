@@ -26,7 +26,8 @@ def test_the_tally_finds_each_kind_of_damage_and_blames_the_fault_in_whose_windo
               "two-fer,5,1,1,pass,1106,1107,",  # cut short by the kill, redone by the resume: not lost
               "leap,6,1,0,harness_error,1200,1201,OSError",
               "leap,7,1,1,cancelled,1300,1301,", "leap,7,1,2,pass,1302,1303,",  # redone after a cancel: once
-              "leap,8,1,1,pass,1310,1311,", "leap,8,1,2,pass,1312,1313,")  # finished in two sessions
+              "leap,8,1,1,pass,1310,1311,", "leap,8,1,2,pass,1312,1313,",  # finished in two sessions
+              "leap,9,1,1,cancelled,1320,1321,DiskFull", "leap,9,1,1,pass,1322,1323,")  # cut short, tried again
     write_csv(tmp_path / "calls.csv", "task_id,cycle,repeat,session,started_at,duration_s,status",
               "leap,1,1,0,1003,1,ok", "leap,2,1,0,1003,1,connection",
               "leap,4,1,0,1101,1,ok",  # started when soak was killed, never recorded: lost
