@@ -3,6 +3,7 @@ page holds a line `<!-- generated: NAME -->` and the build puts NAME's tables th
 pages: nothing to regenerate by hand, nothing stale to catch in a test, and `mkdocs serve` shows a changed docstring
 on reload. The commands come from mkdocs-click the same way (reference/cli.md)."""
 
+import inspect
 import json
 import re
 import sys
@@ -82,11 +83,16 @@ def limits_text(field: FieldInfo) -> str:
                      if hasattr(item, key))
 
 
-def cell(text: str) -> str:
-    """One line of markdown: `|` escaped for tables, `<` and `>` outside code spans shown rather than read as HTML."""
-    parts = " ".join(text.split()).replace("|", "\\|").split("`")
+def shown(text: str) -> str:
+    """`<` and `>` outside code spans shown rather than read as HTML."""
+    parts = text.split("`")
     parts[::2] = [part.replace("<", "&lt;").replace(">", "&gt;") for part in parts[::2]]
     return "`".join(parts)
+
+
+def cell(text: str) -> str:
+    """One line of markdown for a table cell."""
+    return shown(" ".join(text.split()).replace("|", "\\|"))
 
 
 def nested(annotation: Any) -> tuple[str, type[BaseModel]] | None:
@@ -117,7 +123,8 @@ def field_table(model: type[BaseModel], fields: dict[str, FieldInfo], with_defau
 
 def config_sections(model: type[BaseModel], heading: str = "Top level", key: str = "", intro: str = "") -> list[str]:
     """One section per TOML table of soak.toml, each key with its type, default, limits and docstring."""
-    out = [f"## {heading}", ""] + [f"{cell(text)}\n" for text in (intro, model.__doc__ or "") if text]
+    texts = [text for text in (intro, model.__doc__ or "") if text]
+    out = [f"## {heading}", "", *(f"{shown(inspect.cleandoc(text))}\n" for text in texts)]
     scalars = {name: field for name, field in model.model_fields.items() if not nested(field.annotation)}
     if scalars:
         out += [*field_table(model, scalars, with_default=True), ""]
@@ -137,7 +144,7 @@ def run_folder_sections() -> list[str]:
     out += [f"- {cell(change)}" for change in re.split(r"\n(?=\d+: )", history.value if history else "")]
     out.append("")
     for file, model in RUN_FOLDER.items():
-        out += [f"## {file if '`' in file else f'`{file}`'}", "", cell(model.__doc__ or ""), ""]
+        out += [f"## {file if '`' in file else f'`{file}`'}", "", shown(inspect.cleandoc(model.__doc__ or "")), ""]
         what = "column" if file.endswith(".csv") else "key"
         out += [*field_table(model, model.model_fields, with_default=False, what=what), ""]
     return out
