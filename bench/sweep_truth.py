@@ -112,16 +112,12 @@ class Outcome:
     def right(self) -> bool:
         return self.choice == RIGHT
 
-    def repeat_interval(self, name: str) -> tuple[int, int] | None:
-        """A configuration's pass^k interval in percent, from its row of the verdict's table."""
-        row = re.search(rf"^{name}\s+\w+\s+\d+/\d+ \d+% \[\d+%-\d+%\]\s+\d+% \[(\d+)%-(\d+)%\]", self.output, re.M)
-        return (int(row.group(1)), int(row.group(2))) if row else None
-
     @property
     def apart(self) -> bool | None:
-        """Whether `coin`'s pass^k interval lies below `right`'s, side by side."""
-        coin, right = self.repeat_interval("coin"), self.repeat_interval(RIGHT)
-        return coin[1] < right[0] if coin and right else None
+        """Whether `coin`'s pass^3 interval lies below the most repeatable one's side by side, the rule before the
+        task-by-task comparison; read from coin's reason (None where it lost on something else)."""
+        found = re.match(r"pass\^3 \d+% \[\d+%-(\d+)%\] is below \S+ \d+% \[(\d+)%-", self.reasons.get("coin", ""))
+        return int(found.group(1)) < int(found.group(2)) if found else None
 
 
 def parse(seed: int, seconds: float, output: str) -> Outcome:

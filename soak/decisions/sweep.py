@@ -203,7 +203,7 @@ class Recommendation:
     """Per configuration not chosen: why it lost."""
 
     def lines(self, found: list[Standing]) -> list[str]:
-        k = repeat_k([s for s in found if s.repeatability]) or 1
+        k = repeat_k([s for s in found if s.repeatability and not disqualified(s)]) or 1
         header = f"{'configuration':<20}{'status':<12}{'pass rate [95% CI]':<26}{'infra counted':<15}" \
                  f"{f'pass^{k} [95% CI]':<20}" \
                  f"{'mangled tool calls':<22}{'false success':<15}{'cheating':<12}{'decode tok/s':>13}{'TTFT s':>9}" \
