@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import UnionType
@@ -83,16 +84,21 @@ def limits_text(field: FieldInfo) -> str:
                      if hasattr(item, key))
 
 
-def shown(text: str) -> str:
-    """`<` and `>` outside code spans shown rather than read as HTML."""
+def outside_code(text: str, change: Callable[[str], str]) -> str:
+    """`text` with `change` applied to what is outside its code spans."""
     parts = text.split("`")
-    parts[::2] = [part.replace("<", "&lt;").replace(">", "&gt;") for part in parts[::2]]
+    parts[::2] = [change(part) for part in parts[::2]]
     return "`".join(parts)
 
 
+def shown(text: str) -> str:
+    """`<` and `>` outside code spans shown rather than read as HTML."""
+    return outside_code(text, lambda part: part.replace("<", "&lt;").replace(">", "&gt;"))
+
+
 def cell(text: str) -> str:
-    """One line of markdown for a table cell."""
-    return shown(" ".join(text.split()).replace("|", "\\|"))
+    """One line of markdown for a table cell: a `|` outside code spans escaped (within one the table leaves it)."""
+    return shown(outside_code(" ".join(text.split()), lambda part: part.replace("|", "\\|")))
 
 
 def nested(annotation: Any) -> tuple[str, type[BaseModel]] | None:
@@ -117,7 +123,7 @@ def field_table(model: type[BaseModel], fields: dict[str, FieldInfo], with_defau
         if limits := limits_text(field):
             text = f"{text} ({limits})" if text else f"({limits})"
         default = f" {default_text(field)} |" if with_default else ""
-        rows.append(f"| `{name}` | `{cell(type_name(field.annotation))}` |{default} {text} |")
+        rows.append(f"| `{name}` | `{type_name(field.annotation)}` |{default} {text} |")
     return rows
 
 
