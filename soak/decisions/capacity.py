@@ -162,8 +162,10 @@ def signals(at: Level, nxt: Level) -> list[tuple[str, str]]:
         found.append(("stale watchdog", f"the stale watchdog cut {nxt.stalled} calls"))
     if at.ttft_p95_s and nxt.ttft_p95_s and nxt.ttft_p95_s >= TTFT_RISE * at.ttft_p95_s:
         found.append(("latency", f"TTFT p95 {at.ttft_p95_s:.2f} → {nxt.ttft_p95_s:.2f} s"))
-    return found or [("host", "no server signal moved: the host running the agents and their tests is the likelier "
-                              "limit")]
+    if all(name in ("timeouts", "stale watchdog") for name, _ in found):
+        found.insert(0, ("host", "no server signal moved: the host running the agents and their tests is the "
+                                 "likelier limit"))
+    return found
 
 
 @dataclass

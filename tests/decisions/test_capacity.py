@@ -49,6 +49,15 @@ def test_a_drop_within_noise_does_not_stop_the_search_but_fewer_solved_per_hour_
     assert verdict.held[6] == "" and "falls" in verdict.held[8]
 
 
+def test_timeouts_with_no_server_signal_moving_point_at_the_host():
+    found = curve(queued_s=0.0)
+    found[3].ttft_p95_s = found[2].ttft_p95_s = 1.0
+    verdict = answer(found)
+    assert verdict.limit == "host"
+    assert verdict.line.endswith("(timeouts 9 of 12: no server signal moved: the host running the agents and their "
+                                 "tests is the likelier limit)")
+
+
 def test_quality_that_holds_everywhere_says_to_try_more_and_one_agent_is_singular():
     rising = [level(n, 12, 12, 10.0 * n) for n in (1, 2, 4)]
     assert answer(rising).line == "run 4 agents: 40.0 solved/h, the most tried, and quality held at every level: " \
