@@ -1,7 +1,9 @@
 """How many agents at once: the knee rule on per-level figures whose answer is known, the limiting signal it names,
 and the capacity sweep file's bad input (exit 2 with the fix)."""
 
+import re
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,8 @@ import pytest
 from soak.decisions.capacity import Level, answer
 from soak.decisions.sweep import Standing
 from soak.errors import BadInput
-from soak.night.sweep import plan_sweep
+from soak.night.sweep import SweepFile, plan_sweep
+from tests.helpers import REPO
 
 
 def level(agents: int, passes: int, attempts: int, solved: float, **figures) -> Level:
@@ -130,3 +133,12 @@ def test_a_level_above_the_suite_exits_2_on_the_command_line(tmp_path, data_dir,
     assert result.exit_code == 2
     assert "level 500 has more agents than its" in result.output
     assert "give the suite more tasks, or more `repeat`, to at least 500" in result.output
+
+
+def test_the_readmes_capacity_sweep_for_vllm_is_a_valid_sweep_file():
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```toml\n(# capacity.toml:.*?)```", readme, re.S)
+    assert block is not None
+    spec = SweepFile.model_validate(tomllib.loads(block.group(1)))
+    assert [c.name for c in spec.configurations] == ["vllm-c1", "vllm-c2", "vllm-c4", "vllm-c6", "vllm-c8", "vllm-c12"]
+    assert spec.configurations[2].overrides["concurrency"] == 4 and "stack" in spec.configurations[2].overrides
