@@ -1,17 +1,20 @@
 """How many agents at once: the knee rule on per-level figures whose answer is known, the limiting signal it names,
-and the capacity sweep file's bad input (exit 2 with the fix)."""
+the capacity sweep file's bad input (exit 2 with the fix), its resume and its report before any level ran."""
 
+import json
 import re
 import textwrap
 import tomllib
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from soak.decisions.capacity import Level, answer
 from soak.decisions.sweep import Standing
 from soak.errors import BadInput
-from soak.night.sweep import SweepFile, plan_sweep
+from soak.night.sweep import Sweep, SweepFile, plan_sweep
+from soak.report.render import render_sweep
 from tests.helpers import REPO
 
 
@@ -142,3 +145,14 @@ def test_the_readmes_capacity_sweep_for_vllm_is_a_valid_sweep_file():
     spec = SweepFile.model_validate(tomllib.loads(block.group(1)))
     assert [c.name for c in spec.configurations] == ["vllm-c1", "vllm-c2", "vllm-c4", "vllm-c6", "vllm-c8", "vllm-c12"]
     assert spec.configurations[2].overrides["concurrency"] == 4 and "stack" in spec.configurations[2].overrides
+
+
+def test_a_capacity_sweep_resumes_as_one_and_reports_before_any_level_ran(tmp_path, data_dir):
+    Sweep.start(sweep_file(tmp_path, "concurrency = [1, 2]\ntasks = 4\n"), "cap", Console(), quiet=True)
+    resumed = Sweep.resume("cap", Console(), quiet=True)
+    assert resumed.info.levels == [1, 2] and [c.concurrency for c in resumed.configs] == [1, 2]
+    page = render_sweep("cap", tmp_path / "report")
+    summary = json.loads((page.parent / "summary.json").read_text())["capacity"]
+    assert summary["agents"] is None and summary["answer"].startswith("no answer yet")
+    assert [row["status"] for row in summary["rows"]] == ["pending", "pending"]
+    assert 'id="capacity"' in page.read_text()
