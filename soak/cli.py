@@ -311,9 +311,9 @@ def sweep(sweep_file: Path | None, resume: str | None, sweep_id: str | None, qui
     SWEEP_FILE (TOML) names a shared suite, seed, length (tasks or minutes) and gates, and a list of
     [[configurations]], each a name and `overrides` (soak.toml keys on top of an optional `base` soak.toml: its
     [[stack.servers]] `up` commands, endpoint model, extra_body, tool_choice, ...). Each configuration is an
-    ordinary run, data/<sweep_id>.<name>/; `soak report SWEEP_ID` renders the comparison. Exit 0 when a
-    configuration is recommended, 1 when none qualified (every one failed its gates or never came up), 2 on bad
-    input, 130 when stopped (resume it with --resume SWEEP_ID).
+    ordinary run, data/<sweep_id>.<name>/; `soak report SWEEP_ID` renders the comparison. `concurrency = [1, 2, 4,
+    8]` runs one stack at each level instead and says how many agents to run. Exit 0 when a configuration (level) is
+    recommended, 1 when none qualified, 2 on bad input, 130 when stopped (resume it with --resume SWEEP_ID).
     """
     from soak.night.sweep import sweep_command
 

@@ -19,6 +19,9 @@ Per configuration soak starts its servers (the stack supervisor, as `soak run` d
 night, stops the servers and goes on. One whose stack never comes up is recorded `stack_down` and skipped. The
 sweep folder (`data/sweeps/<id>/sweep.json`) holds the plan, every configuration resolved before the first
 starts, and each one's progress; the runs are `data/<id>.<name>/`, so report, route and compare work on each.
+
+`concurrency = [1, 2, 4, 8]` makes it a capacity sweep: one stack at each level of concurrency, judged by
+soak.decisions.capacity (soak.night.capacity says why this is an axis of the sweep and not a command of its own).
 """
 
 import time
