@@ -4,6 +4,7 @@ one chart of solved tasks per hour and pass rate against agents at once with the
 from typing import Any
 
 from soak.decisions.capacity import Answer, Level, answer, levels
+from soak.decisions.sweep import repeat_k
 from soak.record.read import RunRecord
 from soak.record.sweeps import SweepInfo
 from soak.report import charts
@@ -12,10 +13,10 @@ from soak.report.aggregate import jsonable
 SOLVED, PASSED, KNEE = "#1f5fa8", "#2e9d4a", "#d1443b"
 
 
-def row(level: Level, verdict: Answer) -> dict[str, Any]:
-    """One level as the table, the chart and summary.json read it."""
+def row(level: Level, verdict: Answer, k: int | None) -> dict[str, Any]:
+    """One level as the table, the chart and summary.json read it; pass^k at the k every level reached."""
     s = level.standing
-    k = max((key for key in s.repeatability if key >= 2), default=None)
+    k = k if k in s.repeatability else None
     return {
         "agents": level.agents, "name": level.name, "run_id": s.run_id, "status": s.status,
         "measured": level.measured, "passes": s.passes, "attempts": s.attempts, "pass_rate": s.pass_rate,
@@ -58,7 +59,8 @@ def capacity_view(info: SweepInfo, runs: dict[str, RunRecord]) -> dict[str, Any]
     """The section's context: the answer, the limiting signal, a row per level and the chart."""
     found = levels(info, runs)
     verdict = answer(found)
-    rows = [row(level, verdict) for level in found]
+    k = repeat_k([level.standing for level in found if level.standing.repeatability])
+    rows = [row(level, verdict, k) for level in found]
     return {"answer": verdict.line, "agents": verdict.agents, "limit": verdict.limit, "signals": verdict.signals,
             "rows": rows, "chart": charts.chart(plot_capacity, rows, verdict.agents, size=(8, 4.5))}
 
