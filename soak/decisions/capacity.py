@@ -133,6 +133,8 @@ def levels(info: SweepInfo, runs: dict[str, RunRecord] | None = None) -> list[Le
 
 def broke(base: Level, level: Level, k: int | None) -> str:
     """Why `level`'s quality did not hold against the fewest-agents level; empty when it held."""
+    if level.standing.status == "stopped":
+        return f"its night stopped early ({level.standing.detail or 'error budget'})"
     if not level.measured:
         return f"not measured ({level.standing.status})"
     b, s = base.standing, level.standing

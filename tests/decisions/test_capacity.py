@@ -80,6 +80,9 @@ def test_no_finished_level_gives_no_answer_and_an_unfinished_next_level_is_said(
     stopped = Level(4, Standing(name="c4", run_id="s.c4", status="stack_down"))
     verdict = answer([level(1, 12, 12, 10.0), level(2, 12, 12, 19.0), stopped])
     assert verdict.agents == 2 and verdict.line.endswith("at 4 not measured (stack_down)")
+    tripped = Level(4, Standing(name="c4", run_id="s.c4", status="stopped", detail="error budget: 5 infra errors"))
+    verdict = answer([level(1, 12, 12, 10.0), level(2, 12, 12, 19.0), tripped])
+    assert verdict.line.endswith("at 4 its night stopped early (error budget: 5 infra errors)")
 
 
 # --- the sweep file's levels ------------------------------------------------------------------------------------
