@@ -16,7 +16,8 @@ The kinds of fault, each logged with its wall-clock start and end (its window):
   request numbers drawn from the seed and written into a scenario of the night's own. The sim fires them, so their
   times are read back from calls.csv: a try answered 5xx, or one failed with another stack status
   (soak.llm.client.RETRYABLE) outside every other fault's window (plus the stale budget), is the sim's; such tries
-  less than `SIM_GAP` s apart are one fault.
+  less than `SIM_GAP` s apart are one fault, named by what its tries show (the sim's count of requests restarts with a
+  server killed before it saved it, so a fault may fire again, and the log does not pair them with the plan).
 - `disk_full`: the run folder's filesystem full for a while: the data dir is a tmpfs this bench mounts (root only;
   elsewhere the kind is skipped with the reason printed), filled by a filler file, which is deleted at the window's
   end.
@@ -511,13 +512,14 @@ def sim_faults(night: Night, calls: list[dict[str, str]], margin: float) -> None
             groups.append([(start, end, status)])
     planned = [f for f in night.faults if f.kind == "sim_faults"]
     for i, group in enumerate(groups):
-        if i >= len(planned):
-            planned.append(Fault("sim_faults", 0.0, detail="fired again (the sim's count restarted)"))
+        if i >= len(planned):  # a server killed before it saved its count fires the same request numbers again
+            planned.append(Fault("sim_faults", 0.0))
             night.faults.append(planned[-1])
         fault = planned[i]
         fault.at, fault.until = group[0][0], max(end for _, end, _ in group)
         statuses = Counter(status for _, _, status in group)
-        fault.detail += f" ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))})"
+        seen = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+        fault.detail = f"{'5xx burst' if 'http_5xx' in statuses else 'dropped stream'} ({seen})"
     for fault in planned[len(groups):]:
         fault.note += " never fired;"
 
