@@ -210,20 +210,11 @@ def is_refactoring(config: dict[str, Any], instructions: str) -> bool:
     return str(config.get("blurb", "")).startswith("Refactor") or body.startswith("Refactor")
 
 
-def exercise_task(folder: Path, root: Path, suite: SuiteSettings) -> TaskSpec:
-    config_path = folder / ".meta" / "config.json"
-    config = read_config(config_path)
-    files = config["files"]
+def exercise_files(folder: Path, files: dict[str, Any], config_path: Path) -> tuple[dict[str, str], ...]:
+    """(tests, support, editor): the test files (adapted: the track's excluded cases dropped), the helpers they and
+    the solution import (listed or not), and the read-only files shown to the coder."""
     solution, example = files["solution"][0], files["example"][0]
-    listed = [solution, example, *files["test"], *files.get("editor", []), *files.get("invalidator", [])]
-    missing = [name for name in dict.fromkeys(listed) if not (folder / name).is_file()]
-    if missing:
-        raise BadInput(f"{config_path}: names files that do not exist: {', '.join(missing)}")
-    skip = ""
-    if len(files["solution"]) > 1:
-        skip = f"{len(files['solution'])} solution files (soak's coder writes one)"
     module = Path(solution).stem
-
     drop = excluded_names(folder / ".meta" / "tests.toml")
     tests: dict[str, str] = {}
     support: dict[str, str] = {}
@@ -243,9 +234,8 @@ def exercise_task(folder: Path, root: Path, suite: SuiteSettings) -> TaskSpec:
     support.update(editor)
     support.update({Path(name).name: (folder / name).read_text() for name in files.get("invalidator", [])
                     if name not in (solution, example) and Path(name).name not in tests})
-    reference, stub = (folder / example).read_text(), (folder / solution).read_text()
     # Sibling modules something imports without the config listing them are helpers as well.
-    pending = [*tests.values(), *support.values(), reference, stub]
+    pending = [*tests.values(), *support.values(), (folder / example).read_text(), (folder / solution).read_text()]
     while pending:
         for name in imported_modules(pending.pop()):
             file = folder / f"{name}.py"
@@ -254,6 +244,25 @@ def exercise_task(folder: Path, root: Path, suite: SuiteSettings) -> TaskSpec:
                 pending.append(support[file.name])
     if Path(solution).name in support:
         raise BadInput(f"{config_path}: the solution {solution} is listed as a test or helper file too")
+    return tests, support, editor
+
+
+def exercise_task(folder: Path, root: Path, suite: SuiteSettings) -> TaskSpec:
+    config_path = folder / ".meta" / "config.json"
+    config = read_config(config_path)
+    files = config["files"]
+    solution, example = files["solution"][0], files["example"][0]
+    listed = [solution, example, *files["test"], *files.get("editor", []), *files.get("invalidator", [])]
+    missing = [name for name in dict.fromkeys(listed) if not (folder / name).is_file()]
+    if missing:
+        raise BadInput(f"{config_path}: names files that do not exist: {', '.join(missing)}")
+    skip = ""
+    if len(files["solution"]) > 1:
+        skip = f"{len(files['solution'])} solution files (soak's coder writes one)"
+    module = Path(solution).stem
+
+    tests, support, editor = exercise_files(folder, files, config_path)
+    reference, stub = (folder / example).read_text(), (folder / solution).read_text()
 
     docs = folder / ".docs"
     instructions = read_doc(docs / "instructions.md")
