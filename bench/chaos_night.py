@@ -674,7 +674,7 @@ def write_results(night: Night, out: Path, work: Path, seconds: float, args: dic
     shutil.copy(report / "summary.json", target / "summary.json")
     (target / "faults.md").write_text(f"{fault_table(night)}\n\n```\n{fault_log(night)}\n```\n")
     (target / "faults.json").write_text(json.dumps({
-        "args": args, "faults": [asdict(f) for f in night.faults], "exits": night.exits,
+        "args": args, "started": night.started, "faults": [asdict(f) for f in night.faults], "exits": night.exits,
         "anomalies": night.anomalies, "table": night.table, "torn_rows": night.torn_rows,
         "tracebacks": night.tracebacks, "attempts": night.attempts, "skipped": night.skipped,
         "rss": rss_summary(night, seconds)}, indent=1, default=str))
