@@ -1,6 +1,6 @@
 """The claim detector measured on real closing messages (tests/agent/corpus/: labelled before the detector read them,
 every fourth line held out of tuning, and the repositories no rule was tuned on held out as sources): the figures
-soak.record.reader_figures keeps for the false-success interval, the corpus README's tables and the README's, each
+soak.record.reader_figures keeps for the false-success interval, the corpus README's tables and the docs', each
 as the corpus gives them now. A change of the words or of the corpus fails here until `python -m
 tests.agent.corpus.measure --write` has written them again."""
 
@@ -9,7 +9,7 @@ import pytest
 from soak.record import reader_figures
 from tests.agent.corpus import measure
 
-README = measure.HERE.parents[2] / "README.md"
+CLAIMS_PAGE = measure.HERE.parents[2] / "docs" / "trust" / "claims.md"
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,8 @@ def test_the_corpus_readme_shows_the_tables_the_corpus_gives(rows):
     assert measure.report(rows) in measure.README.read_text()
 
 
-def test_the_readme_states_the_figures_the_corpus_gives():
-    text = README.read_text()
+def test_the_docs_state_the_figures_the_corpus_gives():
+    text = CLAIMS_PAGE.read_text()
     for name, label in (("success", "success (`done`)"), ("failure", "admitted failure or abort"),
                         ("tests", "tests claim")):
         row = next(line for line in text.splitlines() if line.startswith(f"| {label}"))

@@ -141,9 +141,9 @@ def test_a_level_above_the_suite_exits_2_on_the_command_line(tmp_path, data_dir,
     assert "give the suite more tasks, or more `repeat`, to at least 500" in result.output
 
 
-def test_the_readmes_capacity_sweep_for_vllm_is_a_valid_sweep_file():
-    readme = (REPO / "README.md").read_text()
-    block = re.search(r"```toml\n(# capacity.toml:.*?)```", readme, re.S)
+def test_the_docs_capacity_sweep_for_vllm_is_a_valid_sweep_file():
+    page = (REPO / "docs" / "decide" / "capacity.md").read_text()
+    block = re.search(r'```toml title="sweep.toml"\n(# capacity.toml:.*?)```', page, re.S)
     assert block is not None
     spec = SweepFile.model_validate(tomllib.loads(block.group(1)))
     assert [c.name for c in spec.configurations] == ["vllm-c1", "vllm-c2", "vllm-c4", "vllm-c6", "vllm-c8", "vllm-c12"]

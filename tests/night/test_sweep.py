@@ -271,10 +271,11 @@ def test_a_sweep_stopped_mid_way_resumes_at_the_configuration_and_attempt_where_
     assert {c["status"] for c in sweep_json(data, "cut")["configurations"]} == {"done"}
 
 
-def test_the_readme_sweep_files_plan(tmp_path, data_dir):
-    """The README's sweep files (llama.cpp vs vLLM, spec decode on/off, two cache RAM sizes) are valid and resolve
+def test_the_docs_sweep_files_plan(tmp_path, data_dir):
+    """The docs' sweep files (llama.cpp vs vLLM, spec decode on/off, two cache RAM sizes) are valid and resolve
     as they say."""
-    blocks = re.findall(r"```toml\n(base = .*?)```", (REPO / "README.md").read_text(), re.S)
+    pages = "".join((REPO / "docs" / "decide" / page).read_text() for page in ("sweep.md", "sessions.md"))
+    blocks = re.findall(r'```toml title="sweep.toml"\n(base = .*?)```', pages, re.S)
     assert len(blocks) == 3
     (tmp_path / "soak.toml").write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:8000/v1"\n'
                                         'model = "qwen3-coder"\n')
