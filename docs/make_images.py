@@ -46,7 +46,7 @@ def small_png(source: Path, target: Path) -> None:
     if size > MAX_BYTES:
         target.unlink()
         raise SystemExit(f"{target.name}: {size} bytes after reduction, over {MAX_BYTES}: not kept")
-    print(f"{target.relative_to(DOCS.parent)}: {size // 1000} kB")
+    print(f"{target.name}: {size // 1000} kB")
 
 
 def screenshot(browser: str, page: Path, target: Path, work: Path, height: int) -> None:
