@@ -340,7 +340,7 @@ class ChaosNight:
     """Runs the night: starts soak, strikes each planned fault at its time, resumes soak when it dies."""
 
     def __init__(self, work: Path, profile: Profile, seconds: float, faults: int, seed: int, suite: str):
-        self.work, self.profile, self.seconds, self.seed = work, profile, seconds, seed
+        self.work, self.profile, self.seconds = work, profile, seconds
         self.disk = Disk(work / "data", profile.disk_mb)
         self.soak = Soak(work, work / "data")
         why = self.disk.mount()
@@ -352,12 +352,11 @@ class ChaosNight:
         scenario_file = work / "scenario.toml"
         scenario_file.write_text(scenario(profile, self.night.faults, seed))
         self.config = config(work, profile, suite, seed, free_port(), scenario_file)
-        self.started = 0.0
 
     def run(self) -> Night:
         sampler = Sampler(self.soak, self.disk, self.profile.sample_seconds, self.night)
         try:
-            self.started = self.night.started = time.time()
+            self.night.started = time.time()
             self.soak.start("--config", str(self.config), "--minutes", f"{self.seconds / 60:g}", "--run-id", RUN_ID)
             sampler.start()
             for fault in self.night.faults:
@@ -378,7 +377,7 @@ class ChaosNight:
     def strike(self, fault: Fault) -> None:
         """Wait for the fault's moment (resuming soak if it dies meanwhile), then inject it and wait for its end."""
         last = max((f.until for f in self.night.faults if f.at), default=0.0)
-        moment = max(self.started + fault.planned_s, last + self.profile.settle_seconds)
+        moment = max(self.night.started + fault.planned_s, last + self.profile.settle_seconds)
         self.wait_for(moment)
         if self.ended():
             fault.note = "the night ended first"
