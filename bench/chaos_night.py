@@ -116,8 +116,8 @@ class Profile:
     """The least time between one fault's end and the next one's start."""
     concurrency: int
     disk_mb: int
-    """The run folder's tmpfs: the night's folder plus the 64 MiB soak waits to find free before it goes on
-    (soak.night.room.ROOM_BYTES); a smaller one never has room again."""
+    """The run folder's tmpfs: the night's folder plus the room soak waits to find free before it goes on
+    (soak.night.room.roomy: 64 MiB, or a twentieth of a smaller disk)."""
     sample_seconds: float
 
 

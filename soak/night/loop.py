@@ -194,7 +194,7 @@ class Runner(RowListener):
         self.go = asyncio.Event()
         self.go.set()
         self.room = Room(folder, config.error_budget.wait_for_stack_seconds, self.go.clear, self.go_on,
-                         lambda why: self.stop("disk_full", why, cancel=True))
+                         lambda why: self.stop("disk_full", why, cancel=True), lambda: not self.scheduling)
         self.in_flight: dict[str, InFlight] = {}
         self.end: RunEnd | None = None
         self.recovery: asyncio.Task[None] | None = None
@@ -396,8 +396,8 @@ class Runner(RowListener):
             self.pause(f"{sum(self.budget.window)} infra errors in the last {len(self.budget.window)} attempts")
 
     def go_on(self) -> None:
-        """Attempts start again after the wait for room, unless the stack is still awaited."""
-        if self.recovery is None:
+        """Attempts start again once neither the stack nor room on disk is awaited."""
+        if self.recovery is None and self.room.waiting is None:
             self.go.set()
 
     def pause(self, why: str) -> None:
@@ -421,7 +421,7 @@ class Runner(RowListener):
             self.budget.window.clear()
             self.folder.event("unpause", "the stack answers again")
             self.recovery = None
-            self.go.set()
+            self.go_on()
             return
         reason = f"the stack was not back within {budget.wait_for_stack_seconds:g} s of failing"
         self.folder.event("error_budget", reason)

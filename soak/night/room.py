@@ -18,7 +18,8 @@ from soak.record.schema import TaskRow
 
 ROOM_BYTES = 64 << 20
 """Free bytes on every filesystem the night writes to before attempts start again: room for a few attempts' folders
-and rows, so the first one after the pause does not fill the disk at once."""
+and rows, so the first one after the pause does not fill the disk at once (a twentieth of a smaller filesystem)."""
+ROOM_SHARE = 20
 CHECK_SECONDS = 1.0
 DISK_FULL = "DiskFull"
 """The error kind of an attempt a full disk cut short."""
@@ -37,6 +38,12 @@ def free_bytes(paths: list[Path]) -> int:
     return min(shutil.disk_usage(path).free for path in paths)
 
 
+def roomy(paths: list[Path]) -> bool:
+    """Every filesystem of `paths` has ROOM_BYTES free, or a twentieth of itself where that is less."""
+    usage = [shutil.disk_usage(path) for path in paths]
+    return all(use.free >= min(ROOM_BYTES, use.total // ROOM_SHARE) for use in usage)
+
+
 def size_text(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
 
@@ -45,16 +52,17 @@ class Room:
     """The night's one wait for room: the first lane that finds the disk full starts it, the others wait on it."""
 
     def __init__(self, folder: RunFolder, timeout: float, pause: Callable[[], None], go_on: Callable[[], None],
-                 give_up: Callable[[str], None]):
+                 give_up: Callable[[str], None], stopped: Callable[[], bool]):
         self.folder, self.timeout = folder, timeout
-        self.pause, self.go_on, self.give_up = pause, go_on, give_up
+        self.pause, self.go_on, self.give_up, self.stopped = pause, go_on, give_up, stopped
+        """`stopped`: the night stops (a signal, a deadline): the wait ends at once, a resume redoes the rest."""
         self.paths = [folder.path, Path(tempfile.gettempdir())]
         self.waiting: asyncio.Task[bool] | None = None
         self.given_up = False
 
     async def wait(self, why: str) -> bool:
         """True once there is room again; False when there was none within the wait (the night then stops)."""
-        if self.given_up:
+        if self.given_up or self.stopped():
             return False
         if self.waiting is None:
             self.waiting = asyncio.create_task(self.until_room(why))
@@ -63,15 +71,18 @@ class Room:
     async def until_room(self, why: str) -> bool:
         self.pause()
         self.folder.event("pause", f"no room on disk ({why}; {size_text(free_bytes(self.paths))} free): new attempts "
-                          f"wait up to {self.timeout:g} s for {size_text(ROOM_BYTES)}; free space, or `soak stop`")
+                          f"wait up to {self.timeout:g} s for {size_text(ROOM_BYTES)} (a twentieth of a smaller "
+                          "disk); free space, or `soak stop`")
 
         @retry(stop=stop_after_delay(self.timeout), wait=wait_fixed(CHECK_SECONDS),
                retry=retry_if_result(lambda ok: not ok), retry_error_callback=lambda _: False)
-        async def roomy() -> bool:
-            return free_bytes(self.paths) >= ROOM_BYTES
+        async def room_or_stop() -> bool:
+            return self.stopped() or roomy(self.paths)
 
-        found = await roomy()
+        found = await room_or_stop()
         self.waiting = None
+        if self.stopped():
+            return False
         if not found:
             self.given_up = True
             self.give_up(f"no room on disk for {self.timeout:g} s; free space, then soak run --resume "

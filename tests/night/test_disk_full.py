@@ -5,6 +5,7 @@ the stack, the model or itself, and carries on once there is room; with no room 
 import asyncio
 import errno
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -22,15 +23,14 @@ DISK_BYTES = 4 << 20
 
 
 @pytest.fixture
-def small_disk(tmp_path, monkeypatch):
-    """A 4 MiB tmpfs at tmp_path/disk; room means 1 MiB free."""
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs at tmp_path/disk: room is a twentieth of it free (soak.night.room.roomy)."""
     disk = tmp_path / "disk"
     disk.mkdir()
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(disk)],
                           capture_output=True, text=True)
     if made.returncode:
         pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.strip()}): needs root")
-    monkeypatch.setattr(room, "ROOM_BYTES", 1 << 20)
     yield disk
     subprocess.run(["umount", "-l", str(disk)], check=True)
 
@@ -143,3 +143,29 @@ def test_the_cli_says_a_full_disk_in_one_line():
     said, code = exit_line(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
     assert code == 1 and said.startswith("error: no room on disk") and "soak run --resume" in said
     assert exit_line(OSError(errno.EACCES, "denied")) is None
+
+
+def test_a_stop_ends_the_wait_for_room_at_once(small_disk):
+    """`soak stop` (SIGTERM) while the night waits for room: it ends now, not after the error budget's wait."""
+    folder, info, config = new_folder(small_disk, RunLimits(max_tasks=12), concurrency=2)
+
+    def on_attempt(n: int) -> None:
+        if n == 5:
+            fill(small_disk)
+
+    runner = Runner(folder, info, config, make_tasks(), FakeTasks(calls=3, hook=on_attempt,
+                                                                  outcome=lambda t, n: "pass"), readiness=Never())
+
+    class StopOnPause(RowListener):
+        def event(self, row: EventRow) -> None:
+            if row.kind == "pause":
+                runner.on_signal(signal.SIGTERM)
+
+    folder.open()
+    folder.listeners.append(StopOnPause())
+    try:
+        end = asyncio.run(runner.run())
+    finally:
+        folder.close()
+    assert end.reason == "signal" and config.error_budget.wait_for_stack_seconds == 900
+    assert all(r.outcome in ("pass", "cancelled") for r in tasks_of(folder))
