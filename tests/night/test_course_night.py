@@ -61,7 +61,8 @@ def test_a_degrading_night_is_found_where_the_scenario_set_it(tmp_path, data_dir
     course = found["course"]
     width = course["window_s"]
     assert width == 10
-    by_measure = {f["measure"]: f for f in course["findings"]}
+    # The first finding of each measure: a later one may follow (a loaded machine slows the sim's replies further).
+    by_measure = {f["measure"]: f for f in sorted(course["findings"], key=lambda f: f["at_s"], reverse=True)}
     assert {"ttft_p95", "pass_rate", "server_rss_bytes"} <= set(by_measure), course["findings"]
     # The sim's clock starts a moment before the night's, so a change shows at or just before its time.
     for measure, at in (("ttft_p95", 60), ("pass_rate", 75), ("server_rss_bytes", 60)):
