@@ -215,8 +215,8 @@ def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
     fake = FakeTasks(seconds=0.2, calls=2)
     original = fake.__call__
 
-    async def sometimes_endless(task, attempt):
-        if len(fake.started) >= 4 and task.id in slow:
+    async def sometimes_endless(task, attempt):  # every attempt after the first: a straggler however slow the host
+        if len(fake.started) >= 1 and task.id in slow:
             fake.started.append((attempt.cycle, task.id, time.time()))
             await asyncio.sleep(30)
         return await original(task, attempt)
