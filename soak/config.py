@@ -129,7 +129,7 @@ class Agent(Strict):
     uncontained."""
     readable: list[Path] = Field(default_factory=list)
     """Paths the agent reads besides the jail's allow-list (a command of your own and its data), read-only; under
-    bubblewrap or unshare nothing else outside its workspace and HOME is visible (README, The sandbox)."""
+    bubblewrap or unshare nothing else outside its workspace and HOME is visible (docs/trust/sandbox.md)."""
 
 
 class Server(Strict):

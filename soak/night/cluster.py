@@ -78,7 +78,7 @@ def check_cluster(address: str) -> None:
 
 def unreachable(address: str, error: Exception) -> BadInput:
     return BadInput(f"--cluster {address}: no Ray cluster answers there ({error}); start one with `ray start --head` "
-                    "(README: Beyond one machine)")
+                    "(docs/scale/ray.md)")
 
 
 def connect(address: str) -> Any:

@@ -50,7 +50,7 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
     "cheat": "a canary task passed: its tests were mutated so that no honest solution passes them",
     "node_lost": "the cluster node running it died (`--cluster`); retried once on another node, redone on resume",
 }
-"""What each outcome means, in one line: the one text `--help` and the README show (a test holds the README to it)."""
+"""What each outcome means, in one line: the one text `--help` and the docs show (a test holds the docs to it)."""
 
 Integrity = Literal["ok", "none", "mangled_name", "bad_json", "unknown_tool", "path_escape", "missing"]
 """Tool-call verdict of one call; `none` means the call made no tool call and claimed none."""

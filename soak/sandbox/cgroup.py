@@ -5,8 +5,8 @@ killed at the end whoever it became.
 
 cgroup v2 where the unified hierarchy offers the memory and pids controllers to soak's own cgroup; else cgroup v1's
 memory and pids hierarchies (hybrid hosts); else none, and the rlimits alone hold (`soak doctor` says which, the
-README states the gap). Creating one needs write access there: root, or a subtree delegated to soak's user.
-"""
+docs/trust/sandbox.md states the gap). Creating one needs write access there: root, or a subtree delegated to soak's
+user."""
 
 import contextlib
 import os

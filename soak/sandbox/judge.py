@@ -15,7 +15,7 @@ the process's real exit code; every collected test reported; the collection and 
 trusted collection made with the task's reference (cached per process); the test files unchanged. Evidence from
 the plugin (registry, hooks or judging machinery changed, an operand that equals anything) or from these checks
 makes the outcome `tampered`. A pass needs none of it and exactly the trusted tests passed. What in-process
-tampering cannot be excluded is in the README's sandbox section.
+tampering cannot be excluded is in docs/trust/sandbox.md.
 """
 import hashlib
 import json

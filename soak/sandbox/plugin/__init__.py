@@ -17,7 +17,7 @@ for it to tamper with, and slow down every test run). Its four jobs:
   snapshots at every step.
 
 What it cannot do is stop a solution that knows this plugin and rewrites the checker and its channel consistently
-from inside the same interpreter (see the README's sandbox section); the harness cross-checks what it can from the
+from inside the same interpreter (see docs/trust/sandbox.md); the harness cross-checks what it can from the
 outside (soak.sandbox.judge).
 """
 
