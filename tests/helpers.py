@@ -122,3 +122,35 @@ def script_night(tmp_path: Path, base_url: str, script: str, *args: str, budgets
     result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     return tmp_path / "data" / "night"
+
+
+def supervised_sim(folder: Path, sim_args: str = "") -> Path:
+    """A soak.toml (written in `folder`) whose one endpoint is `soak sim` on a free port, started, watched and
+    restarted by soak as a `[[stack.servers]]` server (health checked every 0.3 s, down after 2 failures)."""
+    from soak.stack.servers import free_port
+
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    up = f"exec {sys.executable} -m soak.cli sim --port {port} --suite {EXERCISM_SUITE} {sim_args}".rstrip()
+    config = folder / "soak.toml"
+    config.write_text(f"""
+suite = "{EXERCISM_SUITE}"
+concurrency = 1
+[endpoints.sim]
+base_url = "{base_url}"
+model = "soak-sim"
+[roles]
+orchestrator = "sim"
+coder = "sim"
+[sampling]
+interval_seconds = 0.5
+[stack]
+health_interval_seconds = 0.3
+failures_before_down = 2
+[[stack.servers]]
+name = "sim"
+up = "{up}"
+base_url = "{base_url}"
+start_timeout_seconds = 30
+""")
+    return config

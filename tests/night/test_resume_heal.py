@@ -12,39 +12,12 @@ import psutil
 import pytest
 
 from soak.files import read_process
-from soak.stack.servers import free_port
-from tests.helpers import EXERCISM_SUITE, wait_until
+from tests.helpers import supervised_sim, wait_until
 
 SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
 RUN_ID = "healed"
 TORN = (pd.errors.ParserError, pd.errors.EmptyDataError)
 """A CSV read while its writer appends a row."""
-
-
-def sim_config(tmp_path: Path) -> list[str]:
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    up = f"exec {sys.executable} -m soak.cli sim --port {port} --suite {EXERCISM_SUITE}"
-    config = tmp_path / "soak.toml"
-    config.write_text(f"""
-suite = "{EXERCISM_SUITE}"
-concurrency = 1
-[endpoints.sim]
-base_url = "{base_url}"
-model = "soak-sim"
-[roles]
-orchestrator = "sim"
-coder = "sim"
-[stack]
-health_interval_seconds = 0.3
-failures_before_down = 2
-[[stack.servers]]
-name = "sim"
-up = "{up}"
-base_url = "{base_url}"
-start_timeout_seconds = 30
-""")
-    return ["--config", str(config)]
 
 
 class Night:
@@ -128,7 +101,7 @@ def killed_resumed_and_healed(night: Night, *args: str) -> None:
 
 @pytest.mark.slow
 def test_after_kill_9_and_resume_the_sim_server_is_healed_as_before(tmp_path):
-    killed_resumed_and_healed(Night(tmp_path, "sim"), *sim_config(tmp_path))
+    killed_resumed_and_healed(Night(tmp_path, "sim"), "--config", str(supervised_sim(tmp_path)))
 
 
 @pytest.mark.engine

@@ -8,7 +8,7 @@ import pytest
 
 from soak.decisions.routing import load_routing
 from soak.stack.servers import EMBEDDED_SERVER, free_port
-from tests.helpers import EXERCISM_SUITE, wait_until
+from tests.helpers import EXERCISM_SUITE, supervised_sim, wait_until
 
 SUITE = EXERCISM_SUITE
 
@@ -16,32 +16,8 @@ SUITE = EXERCISM_SUITE
 
 @pytest.mark.slow
 def test_crashing_server_is_restarted_by_its_up_command_and_the_night_goes_on(tmp_path, data_dir, soak):
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
     # The crash scenario exits on its 3rd request; the state file keeps the count across restarts: it dies once.
-    up = (f"exec {sys.executable} -m soak.cli sim --port {port} --scenario crash --suite {SUITE} "
-          f"--state {tmp_path / 'sim-state.json'}")
-    config = tmp_path / "soak.toml"
-    config.write_text(f"""
-suite = "{SUITE}"
-concurrency = 1
-[endpoints.sim]
-base_url = "{base_url}"
-model = "soak-sim"
-[roles]
-orchestrator = "sim"
-coder = "sim"
-[sampling]
-interval_seconds = 0.5
-[stack]
-health_interval_seconds = 0.3
-failures_before_down = 2
-[[stack.servers]]
-name = "sim"
-up = "{up}"
-base_url = "{base_url}"
-start_timeout_seconds = 30
-""")
+    config = supervised_sim(tmp_path, f"--scenario crash --state {tmp_path / 'sim-state.json'}")
     result = soak("run", "--config", str(config), "--tasks", "4", "--quiet", "--run-id", "heal")
     assert result.exit_code == 0, result.output
     run = data_dir / "heal"
