@@ -287,7 +287,7 @@ def try_(**flags: Any) -> None:
                    "runs one pass over the built-in bank (passes, revisions, over-iteration, mangled tool calls, a "
                    "server restart), then renders the report.")
 def run(retry: str | None, **flags: Any) -> None:
-    """The overnight job: cycle through the suite until the deadline, recording to data/<run_id>/.
+    """The overnight job: cycle through the suite until the deadline, recording to `data/<run_id>/`.
 
     Without --hours/--minutes/--tasks, one pass over the suite. Exit 0 when the run completed, 1 when the error
     budget stopped it, 2 on bad input, 130 on Ctrl-C / SIGTERM (resume it with --resume RUN_ID).
