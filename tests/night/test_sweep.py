@@ -436,16 +436,16 @@ def test_the_cost_front_holds_the_configurations_no_other_beats_on_both_speed_an
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(900)
 def test_against_configurations_whose_right_answer_is_built_in_the_sweep_recommends_the_right_one():
-    """bench/sweep_truth.py's real sweeps on two seeds (its 20 are in BENCHMARKS.md): the slow, steady, clean stack
-    that gets the same tasks right every try wins; the degrading one loses on its night, the dead one on its stack,
-    the coin and the mangler each on a reason of their own."""
+    """bench/sweep_truth.py's real sweep on one seed (its 20 are in BENCHMARKS.md; one holds the bench to them at
+    half the CI time of two): the slow, steady, clean stack that gets the same tasks right every try wins; the
+    degrading one loses on its night, the dead one on its stack, the coin and the mangler each on a reason of their
+    own."""
     bench = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location(
         "sweep_truth", REPO / "bench" / "sweep_truth.py"))
     spec.loader.exec_module(bench)
-    for seed in (1, 2):
-        found = bench.sweep(seed)
-        assert found.choice == "right", found.output[-3000:]
-        assert found.reasons["degrade"].startswith("its night degraded from"), found.reasons
-        assert found.reasons["coin"] and found.reasons["mangle"] and "never came up" in found.reasons["down"]
+    found = bench.sweep(1)
+    assert found.choice == "right", found.output[-3000:]
+    assert found.reasons["degrade"].startswith("its night degraded from"), found.reasons
+    assert found.reasons["coin"] and found.reasons["mangle"] and "never came up" in found.reasons["down"]
