@@ -19,8 +19,8 @@ from pathlib import Path
 
 from soak.agent.claims import Claim, claim_of
 from soak.config import Endpoint, Stack
-from soak.decisions.second_reading import judge_message
 from soak.llm.client import ChatEndpoint
+from soak.probes.second_reading import judge_message
 
 CORPUS = Path(__file__).parents[1] / "tests" / "agent" / "corpus" / "closing_messages.jsonl"
 CLASSES = {"success": ("done",), "failure": ("partial", "blocked")}

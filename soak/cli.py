@@ -166,13 +166,13 @@ def compare(run_a: str, run_b: str, max_pass_drop: float) -> None:
 def claims(**flags: Any) -> None:
     """Read RUN's claims again with a judge model (none = the latest run) and list where it disagrees with the
     lexical reading in tasks.csv. The record is never changed: a judge keys on confident wording."""
-    from soak.decisions.second_reading import claims_command
+    from soak.probes.second_reading import claims_command
 
     click.echo(claims_command(**flags))
 
 
 class GateName(click.Choice[str]):
-    """A gate of soak.decisions.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
+    """A gate of soak.probes.gate.GATES or `all`, read when `soak gate` runs (that module imports the LLM
     client, which every other command would otherwise pay for at start)."""
 
     def __init__(self) -> None:
@@ -180,7 +180,7 @@ class GateName(click.Choice[str]):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        from soak.decisions.gate import GATES
+        from soak.probes.gate import GATES
 
         return (*GATES, "all")
 
@@ -212,7 +212,7 @@ def gate(**flags: Any) -> None:
     `sessions` answers how many concurrent, growing agent sessions the server keeps warm: it ramps the count of
     sessions until their later turns lose their cached history or slow down, and prints a table per count.
     """
-    from soak.decisions.gate import GateOptions, run_gate_command
+    from soak.probes.gate import GateOptions, run_gate_command
 
     sys.exit(0 if run_gate_command(GateOptions(**flags)) else 1)
 
@@ -232,8 +232,8 @@ def doctor(cluster: str | None, **flags: Any) -> None:
     Exit 1 when the night would be wasted."""
     from functools import partial
 
-    from soak.decisions.doctor import doctor_command
     from soak.night.cluster import node_findings
+    from soak.probes.doctor import doctor_command
 
     sys.exit(0 if doctor_command(**flags, cluster=partial(node_findings, address=cluster) if cluster else None) else 1)
 

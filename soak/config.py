@@ -173,7 +173,7 @@ class ErrorBudget(Strict):
 
 
 class Gates(Strict):
-    """Thresholds and sizes of `soak gate` (soak.decisions.gate.GATES says which gate reads which)."""
+    """Thresholds and sizes of `soak gate` (soak.probes.gate.GATES says which gate reads which)."""
 
     prefill_tokens: int = 4000
     """Prompt size of the cold prefill probes."""

@@ -22,9 +22,9 @@ from pydantic import BaseModel
 
 from soak.cli import main
 from soak.config import SoakConfig
-from soak.decisions.gate import GATES
 from soak.decisions.routing import Routing
 from soak.night.sweep import SweepFile, merged
+from soak.probes.gate import GATES
 from soak.record.schema import MODEL_OUTCOMES, OUTCOME_MEANINGS, Outcome, Row
 from soak.sim.scenario import builtin_scenarios
 from tests.helpers import REPO

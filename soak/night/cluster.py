@@ -35,8 +35,8 @@ from soak import __version__
 from soak.agent.attempt import AttemptContext, Ending, task_row
 from soak.agent.limits import AttemptLimits
 from soak.config import SoakConfig
-from soak.decisions.doctor import Finding
 from soak.errors import BadInput
+from soak.probes.doctor import Finding
 from soak.record.schema import TaskRow
 from soak.sandbox.disk import entries, remove_tree
 from soak.tasks.spec import TaskSpec

@@ -32,7 +32,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from rich.console import Console
 
 from soak.config import SoakConfig, Strict, load_config, redact
-from soak.decisions.gate import gate_role
 from soak.errors import BadInput
 from soak.files import describe_validation_error, load_model, write_atomic
 from soak.night import capacity
@@ -41,13 +40,14 @@ from soak.night.loop import RunEnd
 from soak.night.plan import MAX_REPEATS, RunOptions, check_agent, check_run_id, new_run_id, plan_run
 from soak.night.wiring import SessionOptions, run_night
 from soak.paths import data_dir, sweeps_dir
+from soak.probes.gate import gate_role
 from soak.record.layout import RunLayout
 from soak.record.read import load_sweep
 from soak.record.schema import RunLimits
 from soak.record.sweeps import SweepEntry, SweepInfo
 
 GateName = Literal["prefill", "long-prompt", "prefix-twin", "sessions"]
-"""The gates a sweep can probe by itself: soak.decisions.gate.SWEEP_GATES, spelled out for the type checker."""
+"""The gates a sweep can probe by itself: soak.probes.gate.SWEEP_GATES, spelled out for the type checker."""
 SHARED_KEYS = ("suite", "seed", "canary_share")
 SWEEP_FILE = "sweep.json"
 ENDED = ("deadline", "tasks", "cycles")

@@ -52,7 +52,7 @@ class SessionLevel(BaseModel):
 
 
 class GateMeasure(BaseModel):
-    """What one gate measured against its threshold (soak.decisions.gate judges it)."""
+    """What one gate measured against its threshold (soak.probes.gate judges it)."""
 
     name: str
     measured: float | None

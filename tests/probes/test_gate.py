@@ -110,8 +110,8 @@ def test_prefix_replay_replays_each_thread_of_a_soak_transcript(fast_sim, tmp_pa
 
 
 def test_the_registry_names_the_gates_of_the_cli_and_the_sweep():
-    from soak.decisions.gate import GATES, SWEEP_GATES
     from soak.night.sweep import GateName, SweepConfiguration
+    from soak.probes.gate import GATES, SWEEP_GATES
 
     usage = " ".join(gate("--help").output.split())
     assert "{" + "|".join([*GATES, "all"]) + "}" in usage.replace("- ", "-")
@@ -134,7 +134,7 @@ def test_tokens_and_threshold_set_the_named_gates_own_settings_only(tmp_path):
 def test_gate_all_replays_the_newest_transcript_with_two_assistant_turns(tmp_path):
     import os
 
-    from soak.decisions.gate import latest_transcript
+    from soak.probes.gate import latest_transcript
     from soak.record.layout import RunLayout
 
     turn = json.dumps({"role": "assistant", "content": "ok", "thread": "direct", "round": 1}) + "\n"

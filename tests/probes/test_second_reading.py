@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from soak.agent.claims import Claim
 from soak.cli import main
-from soak.decisions.second_reading import judged_claim
+from soak.probes.second_reading import judged_claim
 from tests.helpers import script_night
 
 # Asks the model once, writes a wrong file (the sim's coder never writes the reference here), and tells its user it

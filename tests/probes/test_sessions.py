@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from soak.cli import main
 from soak.config import Endpoint, Gates
-from soak.decisions.probe import GateResult, Probe
-from soak.decisions.sessions import gate_sessions
 from soak.llm.client import ChatEndpoint
+from soak.probes.probe import GateResult, Probe
+from soak.probes.sessions import gate_sessions
 from soak.record.sweeps import GateRecord
 from soak.sim.scenario import Cache, Scenario, Timing, load_scenario
 from soak.sim.server import SimServer

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from soak.config import Gates
-from soak.decisions.probe import GateResult, Probe, ProbeFailed
+from soak.probes.probe import GateResult, Probe, ProbeFailed
 from soak.record.summary import REPREFILL_HIT
 from soak.record.sweeps import SessionLevel, SessionTurn
 

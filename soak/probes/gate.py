@@ -1,5 +1,5 @@
 """`soak gate`: numeric gates with explicit thresholds (prefill, long prompt, prefix cache twin and replay, sessions
-until the cliff: soak.decisions.sessions), and GATES, the one registry of them that the CLI, `soak gate`, doctor and a
+until the cliff: soak.probes.sessions), and GATES, the one registry of them that the CLI, `soak gate`, doctor and a
 sweep read.
 
 Gates assume the server is otherwise idle: cache hit rates come from /metrics counter deltas around the probes.
@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from soak.config import Gates, SoakConfig
-from soak.decisions.probe import GateResult, Probe, ProbeFailed
-from soak.decisions.sessions import gate_sessions, level_table
 from soak.errors import BadInput
 from soak.files import write_atomic
 from soak.llm.client import CallResult, ChatEndpoint
+from soak.probes.probe import GateResult, Probe, ProbeFailed
+from soak.probes.sessions import gate_sessions, level_table
 from soak.record.layout import RunLayout
 from soak.record.read import run_folders
 from soak.record.transcript import load_transcript, read_transcript

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from soak.cli import main
 from soak.config import Endpoint, Roles, Server, SoakConfig, Stack, with_cli_endpoint
-from soak.decisions.doctor import diagnose_all, planned_sessions, session_tokens
 from soak.errors import BadInput
 from soak.paths import PACKAGE_DIR
+from soak.probes.doctor import diagnose_all, planned_sessions, session_tokens
 from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
 from soak.sim.scenario import Cache, Fault, Power, Reasoning
@@ -125,11 +125,11 @@ def test_doctor_says_what_the_jail_holds_on_this_host(fast_sim, monkeypatch):
         assert str(PACKAGE_DIR) in jail["hidden"]["result"]
         assert jail["run records"]["result"].startswith("protected") and jail["network"]["result"].startswith("none")
     # The unshare fallback builds the same root; only a plain session leaves the run records unprotected.
-    monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "unshare")
+    monkeypatch.setattr("soak.probes.doctor.isolation_kind", lambda: "unshare")
     fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
     assert fallback["run records"]["result"].startswith("protected") and fallback["isolation"]["ok"]
     assert fallback["user"]["result"].startswith("as nobody") and "read-only" in fallback["kernel"]["result"]
-    monkeypatch.setattr("soak.decisions.doctor.isolation_kind", lambda: "session")
+    monkeypatch.setattr("soak.probes.doctor.isolation_kind", lambda: "session")
     fallback = {f["check"]: f for f in json.loads(doctor_cli(url, "--json").output)["jail"]}
     assert fallback["run records"]["result"].startswith("not protected") and not fallback["run records"]["ok"]
     assert "install bubblewrap" in fallback["isolation"]["advice"]

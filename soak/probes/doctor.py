@@ -14,11 +14,11 @@ import httpx2
 import openai
 
 from soak.config import Endpoint, Mode, SoakConfig, load_config, with_cli_endpoint
-from soak.decisions.gate import GateResult, Probe, run_gates
 from soak.errors import BadInput
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
+from soak.probes.gate import GateResult, Probe, run_gates
 from soak.record.schema import MANGLED
 from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
