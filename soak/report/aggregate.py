@@ -301,7 +301,8 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
     figures["headroom"], figures["reprefilled"] = headroom(calls, *watchdogs(run)), reprefill(calls)
     figures["memory_flat"], memory_line = memory_verdict(memory, run.samples)
     figures["verdicts"] = verdicts(figures, memory_line)
-    return jsonable(figures)
+    summary: dict[str, Any] = jsonable(figures)
+    return summary
 
 
 def memory_verdict(memory: pd.DataFrame, samples: pd.DataFrame) -> tuple[bool | None, str]:

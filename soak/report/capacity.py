@@ -67,4 +67,5 @@ def capacity_view(info: SweepInfo, runs: dict[str, RunRecord]) -> dict[str, Any]
 
 def capacity_summary(view: dict[str, Any]) -> dict[str, Any]:
     """summary.json's `capacity`: the view without its picture."""
-    return jsonable({key: value for key, value in view.items() if key != "chart"})
+    summary: dict[str, Any] = jsonable({key: value for key, value in view.items() if key != "chart"})
+    return summary

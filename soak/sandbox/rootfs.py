@@ -121,7 +121,7 @@ def operate(op: str, dest: str, src: str, size: int, owner: int) -> None:
         raise ValueError(f"unknown mount operation {op!r}")
 
 
-def build(operations: list[list], owner: int) -> None:
+def build(operations: list[tuple[str, str, str, int]], owner: int) -> None:
     """A tmpfs root holding only what the operations put there, the host's root detached (bubblewrap's way: a tmpfs
     over /tmp becomes the root, the host's at OLD to bind from, the new root at NEW, then NEW alone)."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)

@@ -33,7 +33,7 @@ class Scan:
 
     def __init__(self, source: str) -> None:
         self.deadline = time.monotonic() + SCAN_SECONDS
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.found = ""
         """The reasons, or why the scan failed, once known."""
         if len(source) <= SCAN_IN_HARNESS_BYTES and len(source.encode()) <= SCAN_IN_HARNESS_BYTES:

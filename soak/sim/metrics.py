@@ -6,6 +6,7 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -187,7 +188,7 @@ class RequestLog:
         self.metered()
         self.running += step
 
-    def count(self, table: dict, key: str) -> None:
+    def count(self, table: dict[str, int], key: str) -> None:
         table[key] = table.get(key, 0) + 1
 
     def fault(self, kind: str) -> None:
@@ -252,13 +253,13 @@ class RequestLog:
             stats.spec_accepted += accepted
             tokens -= accepted + 1
 
-    def llama_server_slots(self) -> list[dict]:
+    def llama_server_slots(self) -> list[dict[str, Any]]:
         """GET /slots as llama-server shows it: its slots are the scenario's max_running, else the automatic count."""
         scenario = self.scenario
         return [{"id": n, "n_ctx": scenario.max_model_len, "speculative": scenario.spec_decode.enabled,
                  "is_processing": n < self.running} for n in range(scenario.timing.max_running or AUTO_SLOTS)]
 
-    def llama_server_props(self) -> dict:
+    def llama_server_props(self) -> dict[str, Any]:
         """GET /props: what soak reads (the slots, the context of one) and what tells llama-server apart; like the
         real one, not the cache RAM."""
         scenario = self.scenario

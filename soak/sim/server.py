@@ -38,6 +38,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from soak.errors import BadInput
 from soak.sim.metrics import PrefixCache, RequestLog, RequestRecord, SimStats, dcgm_text, registry_for
@@ -87,7 +88,7 @@ def check_request(body: Any) -> dict[str, Any]:
 class CrashResponse:
     """In-thread stand-in for a dying process: the response starts, then the connection is cut."""
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         raise Abort("crash fault")
 

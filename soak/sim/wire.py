@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.types import Receive, Scope, Send
+
 from soak.sim.metrics import RequestLog, RequestRecord
 from soak.sim.reply import SimReply
 from soak.sim.scenario import Fault, FaultKind
@@ -62,7 +64,7 @@ class Exchange:
 class ClientWatch:
     """Notices the client hanging up while the reply is being timed (ASGI `http.disconnect`)."""
 
-    def __init__(self, receive: Callable) -> None:
+    def __init__(self, receive: Receive) -> None:
         self.receive = receive
         self.task = asyncio.ensure_future(receive())
 
@@ -101,7 +103,7 @@ class ChatResponse:
         ex: Exchange,
         recorder: RequestLog,
         crashed: Callable[[], bool],
-        slot: contextlib.AbstractAsyncContextManager,
+        slot: contextlib.AbstractAsyncContextManager[None],
         tokens_per_chunk: int,
     ) -> None:
         self.ex, self.recorder, self.crashed, self.slot, self.per_chunk = ex, recorder, crashed, slot, tokens_per_chunk
@@ -115,7 +117,7 @@ class ChatResponse:
         self.fault = {f.kind: f for f in reversed(ex.faults)}
         self.recorded = False
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watch = ClientWatch(receive)
         try:
             async with self.slot:
@@ -134,7 +136,7 @@ class ChatResponse:
             self.applied.append(kind)
         return fault
 
-    async def push(self, send: Callable, events: list[Event], more: bool) -> None:
+    async def push(self, send: Send, events: list[Event], more: bool) -> None:
         """Send events; the last push records the request first, so the client never outruns the ground truth."""
         if self.crashed():
             raise Abort("the simulated process crashed")
@@ -151,7 +153,7 @@ class ChatResponse:
             self.record()
         await send({"type": "http.response.body", "body": "".join(e[0] for e in events).encode(), "more_body": more})
 
-    async def stream(self, send: Callable, watch: ClientWatch) -> None:
+    async def stream(self, send: Send, watch: ClientWatch) -> None:
         ex = self.ex
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         events = self.events()
@@ -221,7 +223,7 @@ class ChatResponse:
         events.append(("data: [DONE]\n\n", 0, 0, None))
         return events
 
-    async def whole(self, send: Callable, watch: ClientWatch) -> None:
+    async def whole(self, send: Send, watch: ClientWatch) -> None:
         ex, reply = self.ex, self.ex.reply
         stall, drop = self.use("stall"), self.use("drop")
         decode = (reply.completion_tokens - 1) / ex.rate if ex.rate and reply.completion_tokens else 0

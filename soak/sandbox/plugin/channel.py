@@ -6,7 +6,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 SECRET_BYTES = 32
 """As soak.sandbox.judge.SECRET_BYTES."""
@@ -14,12 +14,25 @@ BLOCK = 64
 """SHA-256's block size: HMAC pads its key to it."""
 
 
-def python_sha256() -> Callable[..., Any]:
+class Digest(Protocol):
+    """What the channel uses of a hash object (hashlib's and `_sha256`'s alike)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+    def hexdigest(self) -> str: ...
+
+    def copy(self) -> "Digest": ...
+
+
+def python_sha256() -> Callable[..., Digest]:
     """Python's own SHA-256 (`_sha2` from 3.12 on, `_sha256` before), where the build has it: hashlib and hmac load
     OpenSSL, which costs every run milliseconds before its first test."""
     for name in ("_sha2", "_sha256"):
         with contextlib.suppress(ImportError):
-            return importlib.import_module(name).sha256
+            found: Callable[..., Digest] = importlib.import_module(name).sha256
+            return found
     import hashlib
 
     return hashlib.sha256

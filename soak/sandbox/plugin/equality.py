@@ -16,7 +16,10 @@ import os
 import random
 import types
 from collections.abc import Callable, Iterable, Iterator
-from typing import cast
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    import pytest
 
 STRICT_ALIAS = "@soak_strict"
 """The name the rewritten test modules reach `checked` by ('@' keeps it out of reach of test code)."""
@@ -121,7 +124,7 @@ def agrees_with_anything(value: object) -> bool:
         return False
 
 
-def members(level: list, kind: type) -> Iterator:
+def members(level: list[object], kind: type) -> Iterator[object]:
     """The objects of `level` whose type is exactly `kind`, picked at C speed."""
     return itertools.compress(level, map(operator.is_, map(type, level), itertools.repeat(kind)))
 
@@ -134,7 +137,7 @@ def forged_part(value: object, deep: bool = True) -> object | None:
     level, budget = [value], CHECK_BUDGET
     for _ in range(MAX_DEPTH):
         kinds = set(map(type, level))
-        deeper: list = []
+        deeper: list[object] = []
         for kind in kinds - PLAIN_TYPES - EXACT_CONTAINERS - {dict}:
             honest = builtin_comparisons(kind)
             for item in itertools.islice(members(level, kind), PROBED):
@@ -150,10 +153,10 @@ def forged_part(value: object, deep: bool = True) -> object | None:
         if not deep:
             return None
         for kind in kinds & EXACT_CONTAINERS:
-            deeper.extend(itertools.chain.from_iterable(members(level, kind)))
+            deeper.extend(itertools.chain.from_iterable(cast("Iterator[Iterable[object]]", members(level, kind))))
         if dict in kinds:
             deeper.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(
-                map(dict.items, members(level, dict)))))
+                map(dict.items, cast("Iterator[dict[object, object]]", members(level, dict))))))
         budget -= len(deeper)
         if not deeper or budget < 0:
             return None
@@ -251,11 +254,11 @@ UNITTEST_CHECKED = (
 )
 
 
-def strict_assert(original: Callable) -> Callable:
+def strict_assert(original: Callable[..., object]) -> Callable[..., object]:
     container = original.__name__ in ("assertIn", "assertNotIn")
 
     @functools.wraps(original)
-    def method(self, first, second, *args, **kwargs):
+    def method(self: object, first: object, second: object, *args: object, **kwargs: object) -> object:
         checked(first)
         checked_in(second) if container else checked(second)
         return original(self, first, second, *args, **kwargs)
@@ -276,7 +279,8 @@ def install_strict_equality(witness: Witness) -> None:
 
     original = rewrite.rewrite_asserts
 
-    def rewrite_asserts(mod, source, module_path=None, config=None) -> None:
+    def rewrite_asserts(mod: ast.Module, source: bytes, module_path: str | None = None,
+                        config: "pytest.Config | None" = None) -> None:
         if uses_mock_any(mod):
             allow_mock_any()
         original(mod, source, module_path, config)

@@ -39,7 +39,7 @@ WRAPPERS = (classmethod, staticmethod, property, types.FunctionType)
 """What `function_parts` looks inside."""
 
 
-class Part(tuple):
+class Part(tuple[str, ...]):
     """In a Frozen, the name of a part of the value last named: its key's tail after that value's key."""
 
 
@@ -87,7 +87,7 @@ class Frozen:
         return snap
 
 
-BEHAVIOUR = types.ModuleType | property | classmethod | staticmethod
+BEHAVIOUR = (types.ModuleType, property, classmethod, staticmethod)
 """Besides callables, what a module or class attribute is when it is behaviour (frozen) rather than data (free to
 change)."""
 DATA = frozenset({str, bytes, int, float, bool, type(None), tuple, list, dict, set, frozenset,

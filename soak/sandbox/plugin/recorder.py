@@ -9,6 +9,7 @@ import errno
 import os
 import re
 import types
+from collections.abc import Generator
 
 import pytest
 
@@ -123,7 +124,9 @@ class ResultRecorder:
         self.channel.send("start", pid=os.getpid())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector):
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector,
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         report = yield
         if report.failed:
             call = report.__dict__.get("call")
@@ -146,7 +149,9 @@ class ResultRecorder:
         self.channel.send("begin", nodeid=nodeid)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None],
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         kind = tail = ""
         if report.failed:
