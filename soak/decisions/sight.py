@@ -3,8 +3,10 @@ the smallest change its own noise and attempt count would have let the detector 
 thresholds with 80 % power: a night of 40 attempts and one of 4,000 do not hold up alike. The sizes are the usual
 normal approximations (a two-proportion test, a shift in log call times for the rank test, PELT's penalty against a
 step's cost, a line's slope for a leak) at the place in the middle half of the night where a change is hardest to
-see; bench/course_calibration.py checks them on nights of known truth. Memory that grows several-fold is named
-whatever its shape: a ramp that levels off is growth (weights, caches), one that does not is a leak."""
+see, corrected for few windows (the noise PELT is scaled by is itself estimated from them, and a step falls inside a
+window, which blurs it); bench/course_calibration.py checks them on nights of known truth. Memory that grows
+several-fold is named whatever its shape: a ramp that levels off is growth (weights, caches), one that does not is a
+leak."""
 
 import math
 from typing import Any, NamedTuple
@@ -28,32 +30,52 @@ SEVERAL = 2.0
 MB = 1e6
 
 
-def step_margin(windows: int) -> float:
-    """How many of its own standard errors a step must be to pass PELT's penalty with 80 % power."""
-    return math.sqrt(PENALTY * math.log(windows)) + POWER
+MAD_EFFICIENCY = 0.37
+"""The median absolute deviation's efficiency against the standard deviation on normal data: a noise read from the
+n − 1 differences of n windows is worth about 0.37·(n − 1) degrees of freedom (4 on a 1-hour night's 12)."""
+
+
+def step_margin(windows: int, estimated: bool) -> float:
+    """How many of its own standard errors a step must be to pass PELT's penalty with 80 % power. Where the penalty
+    scales with the series' own noise, read from these few windows, the step is weighed against an estimate: the
+    normal approximation of the noncentral t widens the power term by √(1 + c²/2ν)."""
+    bar = math.sqrt(PENALTY * math.log(windows))
+    spread = math.sqrt(1 + bar**2 / (2 * MAD_EFFICIENCY * (windows - 1))) if estimated else 1.0
+    return bar + POWER * spread
+
+
+def kept(windows: int) -> float:
+    """The share of a step the two sides' difference keeps: a change sets in inside a window, whose mix of both levels
+    the detector counts with one side (the nearer, in PELT), a quarter of a window's step lost on average, from the
+    shorter side's windows at worst."""
+    return 1 - 0.25 / (windows * SIDE)
 
 
 def pass_rate(known: pd.DataFrame) -> float:
-    """Points of pass rate: the two-proportion test's, PELT's and the size gate's smallest drop, the largest of them."""
+    """Points of pass rate: the two-proportion test's, PELT's and the size gate's smallest drop, the largest of them,
+    of a drop blurred by the window it sets in."""
     n = float(known["model_attempts"].sum())
     p = float(known["passes"].sum()) / n
     spread = math.sqrt(p * (1 - p) / n / (SIDE * (1 - SIDE)))
-    by_pelt = step_margin(len(known)) * sigma(PASS_RATE, known) / math.sqrt(len(known) * SIDE * (1 - SIDE))
-    return max((TEST + POWER) * spread, by_pelt, PASS_RATE.matters + POWER * spread)
+    by_pelt = step_margin(len(known), False) * sigma(PASS_RATE, known) / math.sqrt(len(known) * SIDE * (1 - SIDE))
+    return max((TEST + POWER) * spread, by_pelt, PASS_RATE.matters + POWER * spread) / kept(len(known))
 
 
 def call_time(measure: Measure, known: pd.DataFrame, calls: pd.DataFrame) -> float:
     """A factor (×, or ÷ for a speed): the rank test's on the calls' own figures (a shift in their logarithm), PELT's
-    and the size gate's on the windows' values, the largest of them; infinite where no fall could be seen."""
+    and the size gate's on the windows' values, the largest of them, of a change blurred by the window it sets in;
+    infinite where no fall could be seen."""
     figures = pd.to_numeric(calls.loc[calls["status"] == "ok", measure.per_call], errors="coerce")
     logs = np.log(figures[figures > 0].to_numpy(dtype=float))
     spread_log = 1.4826 * float(np.median(np.abs(logs - np.median(logs))))
-    by_test = math.exp((TEST + POWER) * spread_log / math.sqrt(len(logs) * SIDE * (1 - SIDE) * RANK_EFFICIENCY))
+    share = kept(len(known))
+    by_test = math.exp((TEST + POWER) * spread_log / math.sqrt(len(logs) * SIDE * (1 - SIDE) * RANK_EFFICIENCY)
+                       / share)
     level = float(np.median(known[measure.column]))
-    error = sigma(measure, known) / math.sqrt(len(known) * SIDE * (1 - SIDE))
-    step = step_margin(len(known)) * error / level
-    by_pelt = 1 + step if measure.worse > 0 else (1 / (1 - step) if step < 1 else math.inf)
-    return max(by_test, by_pelt, measure.matters * (1 + POWER * error / level))
+    error = sigma(measure, known) / math.sqrt(len(known) * SIDE * (1 - SIDE)) / level
+    gate = measure.matters * (1 + POWER * error)
+    step = max(step_margin(len(known), True) * error, gate - 1 if measure.worse > 0 else 1 - 1 / gate) / share
+    return max(by_test, 1 + step if measure.worse > 0 else (1 / (1 - step) if step < 1 else math.inf))
 
 
 def leak(measure: Measure, known: pd.DataFrame, width: float) -> float:

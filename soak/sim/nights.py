@@ -30,7 +30,8 @@ GIB = 2**30
 MIB = 2**20
 Change = Literal["pass_rate", "ttft", "decode", "leak"]
 CHANGES: tuple[Change, ...] = ("pass_rate", "ttft", "decode", "leak")
-MEASURE = {"pass_rate": "pass_rate", "ttft": "ttft_p95", "decode": "decode_tps", "leak": "server_rss_bytes"}
+MEASURE: dict[Change, str] = {"pass_rate": "pass_rate", "ttft": "ttft_p95", "decode": "decode_tps",
+                              "leak": "server_rss_bytes"}
 """The course's measure each change should be found in."""
 
 
