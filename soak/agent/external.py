@@ -35,11 +35,11 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.record.schema import TaskRow
 from soak.sandbox.disk import remove_tree
-from soak.sandbox.jail import Contained, ResourceLimits, launch, wrap
+from soak.sandbox.jail import Contained, ResourceLimits, Wiring, launch, wrap
 from soak.sandbox.judge import isolation_kind, tail
 from soak.sandbox.judge import judge as judge_solution
 from soak.sandbox.sized import SizedDisk
-from soak.sandbox.visible import allow_listed, allowed, module_file, run_module, venv_dirs
+from soak.sandbox.visible import JailView, allow_listed, allowed, module_file, run_module, venv_dirs
 from soak.tasks.spec import TaskSpec
 
 OUTPUT_BYTES = 256 * 1024
@@ -206,16 +206,14 @@ class AgentRounds:
         if disk is not None:  # no network at all but the proxy, reached through its socket
             bridge = [sys.executable, "-I", *run_module(kind, BRIDGE), str(self.proxy.socket_path),
                       str(self.proxy.port), "--"]
-            cmd = wrap(kind, ws, [], [*disk.command(), *bridge, *argv], disk=disk.mounts(),
-                       visible=(*self.agent.visible, self.proxy.socket_path),
-                       harness=(module_file(BRIDGE), *disk.harness))
+            cmd = wrap(kind, ws, [*disk.command(), *bridge, *argv], JailView(
+                visible=(*self.agent.visible, self.proxy.socket_path), harness=(module_file(BRIDGE), *disk.harness),
+                disk=disk.mounts()))
         else:  # the host's network: the proxy on its loopback; the workspace and HOME polled
-            cmd = wrap(kind, ws, [], argv)
+            cmd = wrap(kind, ws, argv)
         stop = self.core.ledger.stop
-        job = asyncio.ensure_future(asyncio.to_thread(
-            launch, cmd, ws, self.agent.limits, seconds, kind, env=self.agent.env(values), stop=stop,
-            writable=() if disk else (ws, home), disk=disk,
-        ))
+        wiring = Wiring(env=self.agent.env(values), stop=stop, writable=() if disk else (ws, home), disk=disk)
+        job = asyncio.ensure_future(asyncio.to_thread(launch, cmd, ws, self.agent.limits, seconds, kind, wiring))
         keep = self.core.layout.agent_files(number)
         try:
             return await asyncio.shield(job)

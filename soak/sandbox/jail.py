@@ -29,23 +29,24 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import IO
 
-import psutil
 from pydantic import BaseModel, ConfigDict
 
 from soak.sandbox.cgroup import RunCgroup, run_cgroup
 from soak.sandbox.disk import too_big
+from soak.sandbox.reaping import RUN_MARKER, exited, finish, namespace_init, processes, run_pids, signal_all, wait_exit
 from soak.sandbox.rootfs import give
 from soak.sandbox.sized import SizedDisk
-from soak.sandbox.visible import Mount, allow_listed, bwrap_args, jail_root
+from soak.sandbox.visible import JailView, allow_listed, bwrap_args, jail_root
 
 MiB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-RUN_MARKER = "SOAK_SANDBOX_RUN"
 ISOLATION_KINDS = ("bwrap", "unshare", "unshare-user", "session")
 """Strongest first."""
 NOBODY = 65534
@@ -107,26 +108,21 @@ class Contained:
     """Ended early because the caller asked (an external agent whose budget the proxy saw spent, an attempt whose wall
     budget ended while its tests ran)."""
     channel: bytes = b""
-    """What came through the result channel (`launch(channel=...)`), capped at CHANNEL_CAP."""
+    """What came through the result channel (`Wiring.channel`), capped at CHANNEL_CAP."""
     channel_overflow: bool = False
 
 
 # --- isolation ---------------------------------------------------------------------------------------------------
 
 
-def wrap(
-    kind: str, ws: Path, readonly: list[Path], cmd: list[str], *, visible: tuple[Path, ...] = (),
-    harness: tuple[Path, ...] = (), disk: tuple[Mount, ...] = (),
-) -> list[str]:
-    """The launcher command line of an isolation kind around the sandboxed command. `readonly`: paths in the workspace
-    bound read-only; `visible`: paths outside the allow-list the command reads (soak.sandbox.visible), `harness`:
-    soak's own files it runs, bound alone; `disk`: the sized tmpfs holding the workspace (and an agent's HOME) instead
-    of the host's workspace (soak.sandbox.visible.sized). Every kind but a plain session builds the same root from
-    them: bubblewrap itself, `unshare` through soak.sandbox.rootfs."""
+def wrap(kind: str, ws: Path, cmd: list[str], view: JailView | None = None) -> list[str]:
+    """The launcher command line of an isolation kind around the sandboxed command. Every kind but a plain session
+    builds the same root from the allow-list and `view` (what the jail shows besides, soak.sandbox.visible): bubblewrap
+    itself, `unshare` through soak.sandbox.rootfs."""
     if kind == "session":
         # A shell in between: a solution that kills its parent hits the shell, never the harness.
         return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *cmd]
-    root = jail_root(ws, readonly, visible, harness, disk)
+    root = jail_root(ws, view or JailView())
     if kind == "bwrap":
         # bubblewrap started by root keeps every capability for the command unless told: a solution could unmount
         # the masks or mount the host's disk.
@@ -153,7 +149,7 @@ def works(kind: str) -> bool:
         planted.touch()
         check = (f"import os, sys; sys.exit(os.path.exists({str(planted)!r}) or os.access('/', os.W_OK) or "
                  "os.access('/proc/sys/kernel/core_pattern', os.W_OK) or os.geteuid() == 0)")
-        cmd = wrap(kind, ws, [], [sys.executable, "-I", "-c", check if allow_listed(kind) else "pass"])
+        cmd = wrap(kind, ws, [sys.executable, "-I", "-c", check if allow_listed(kind) else "pass"])
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             return subprocess.run(cmd, capture_output=True, timeout=30, cwd=ws).returncode == 0
     return False
@@ -174,7 +170,7 @@ def scrubbed_env(ws: Path, token: str) -> dict[str, str]:
     return env
 
 
-def rlimit_setter(limits: ResourceLimits, cpu_seconds: int, group: RunCgroup | None = None):
+def rlimit_setter(limits: ResourceLimits, cpu_seconds: int, group: RunCgroup | None = None) -> Callable[[], None]:
     """A preexec function moving the launcher into the run's cgroup and setting the rlimits on it; every sandboxed
     process inherits both."""
     wanted = [
@@ -227,133 +223,155 @@ class CappedOutput:
         return bytes(self.head + gap + self.tail).decode(errors="replace")
 
 
-def exited(proc: subprocess.Popen) -> bool:
-    """Whether the launcher has ended, without reaping it: while it is a zombie its pid and group id stay ours."""
-    if proc.returncode is not None:
-        return True
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
+@dataclass(frozen=True)
+class Wiring:
+    """What a caller connects to a run besides its command and limits.
 
-
-FIRST_PAUSE, LAST_PAUSE = 0.0005, 0.01
-"""Polling for a process's end: what is awaited mostly ends within milliseconds and each poll's delay lies on the
-verdict's path, so the pauses start short and double up to the last."""
-
-
-def wait_exit(proc: subprocess.Popen, seconds: float) -> None:
-    end, pause = time.monotonic() + seconds, FIRST_PAUSE
-    while not exited(proc) and time.monotonic() < end:
-        time.sleep(pause)
-        pause = min(2 * pause, LAST_PAUSE)
-
-
-def processes(proc: subprocess.Popen, token: str, kind: str) -> list[psutil.Process]:
-    """Every live process of a run: the launcher's descendants, and in a plain session those carrying its marker."""
-    found = []
-    if proc.returncode is None:
-        with contextlib.suppress(psutil.Error):
-            found = psutil.Process(proc.pid).children(recursive=True)
-    if kind == "session":
-        for candidate in psutil.process_iter():
-            with contextlib.suppress(psutil.Error):
-                if candidate.pid != os.getpid() and candidate.environ().get(RUN_MARKER) == token:
-                    found.append(candidate)
-    return found
-
-
-def run_pids(proc: subprocess.Popen, token: str, kind: str, group: RunCgroup | None) -> list[int]:
-    """The pids of a run's live processes: its cgroup's members, else its launcher's descendants (`processes`)."""
-    return group.members() if group is not None else [process.pid for process in processes(proc, token, kind)]
-
-
-def signal_all(procs: list[psutil.Process], sig: int) -> None:
-    for process in procs:
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(sig)
-
-
-def dead(process: psutil.Process) -> bool:
-    """Gone, or a zombie: killed, left for a parent outside the run (the host's init) to reap."""
-    try:
-        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return True
-
-
-def wait_dead(procs: list[psutil.Process], seconds: float) -> None:
-    end, pause = time.monotonic() + seconds, FIRST_PAUSE
-    pending = list({process.pid: process for process in procs}.values())
-    while pending and time.monotonic() < end:
-        pending = [process for process in pending if not dead(process)]
-        if pending:
-            time.sleep(pause)
-            pause = min(2 * pause, LAST_PAUSE)
-
-
-def namespace_init(status: int | None) -> list[psutil.Process]:
-    """The pid namespace's init that bubblewrap reported on its status pipe (closed here). bubblewrap's launcher
-    exits as soon as the command does, while its init is still taking the namespace down: once the init is gone,
-    so is every process of the run."""
-    if status is None:
-        return []
-    os.set_blocking(status, False)
-    with os.fdopen(status, "rb") as pipe:
-        text = (pipe.read() or b"").decode(errors="replace")
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError, psutil.Error):
-            pid = json.loads(line).get("child-pid")
-            if isinstance(pid, int):
-                return [psutil.Process(pid)]
-    return []
-
-
-def finish(proc: subprocess.Popen, token: str, kind: str, seen: list[psutil.Process]) -> None:
-    """SIGKILL whatever is left of a run and wait for it: no process of a run outlives its verdict."""
-    # In a pid namespace a launcher that ended on its own leaves nothing behind once the namespace's init is gone
-    # (`seen` holds bubblewrap's): the kernel ends the namespace first.
-    procs = seen + processes(proc, token, kind) if kind == "session" or not exited(proc) else seen
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    signal_all(procs, signal.SIGKILL)
-    proc.kill()
-    if proc.wait() < 0 and kind != "session":
-        # A launcher killed by a signal may go before its namespace does; sweep what carries the run's marker.
-        strays = processes(proc, token, "session")
-        signal_all(strays, signal.SIGKILL)
-        procs += strays
-    wait_dead(procs, 2)
-
-
-def launch(
-    cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, *,
-    env: dict[str, str] | None = None, stop: threading.Event | None = None, channel: socket.socket | None = None,
-    pass_fds: tuple[int, ...] = (), writable: tuple[Path, ...] = (), disk: SizedDisk | None = None,
-) -> Contained:
-    """Run the sandbox command in a cgroup of its own where soak may create one, pump its output through a cap,
-    enforce the wall clock, the memory and the size of what it writes.
+    `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
+    (SIGKILL, no grace: the caller's budget is spent). `pass_fds` are inherited by the sandboxed process (and closed
+    by `launch`); `channel`, the harness's end of a socket whose other end is among them, is read beside the output,
+    as it comes, until the run ends (descendants that kept the other end open cannot hold the harness).
 
     `writable`: the host's paths a run in a plain session writes (the workspace, an agent's HOME), polled against
     `limits.workspace_bytes`, every setuid and setgid bit cleared after the run. A jail has its writable folders on a
     sized tmpfs instead: a judged run's, or an agent's `disk`, filled once the run has started, watched for being full,
-    and copied back once nothing of the run is alive.
+    and copied back once nothing of the run is alive."""
 
-    `env` is added to the scrubbed environment (an agent's endpoint and HOME); a set `stop` ends the run at once
-    (SIGKILL, no grace: the caller's budget is spent). `pass_fds` are inherited by the sandboxed process (and closed
-    here); `channel`, the harness's end of a socket whose other end is among them, is read beside the output, as it
-    comes, until the run ends (descendants that kept the other end open cannot hold the harness)."""
+    env: dict[str, str] = field(default_factory=dict)
+    stop: threading.Event | None = None
+    channel: socket.socket | None = None
+    pass_fds: tuple[int, ...] = ()
+    writable: tuple[Path, ...] = ()
+    disk: SizedDisk | None = None
+
+
+class ChannelReader:
+    """The harness's end of the result channel, read as it comes, up to CHANNEL_CAP."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.data, self.overflow = sock, bytearray(), False
+
+    def read(self) -> str:
+        """Take what the channel holds now: 'more', 'empty' (nothing yet) or 'closed' (also past its cap)."""
+        try:
+            chunk = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return "empty"
+        except OSError:
+            return "closed"
+        if len(self.data) + len(chunk) > CHANNEL_CAP:
+            self.overflow = True
+            return "closed"
+        self.data.extend(chunk)
+        return "more" if chunk else "closed"
+
+
+@dataclass
+class Running:
+    """A started run: its launcher, the marker its processes carry, its cgroup where soak made one, bubblewrap's
+    status pipe, and its wall clock."""
+
+    proc: subprocess.Popen[bytes]
+    stdout: IO[bytes]
+    token: str
+    kind: str
+    group: RunCgroup | None
+    status: int | None
+    limits: ResourceLimits
+    wiring: Wiring
+    started: float
+    deadline: float
+
+    def watch(self, run: Contained, out: CappedOutput, channel: ChannelReader | None) -> None:
+        """Pump the output (and the channel) until the run ends, its wall clock runs out, the caller stops it, or it
+        breaks its memory or disk limit; `run` says which."""
+        stdout, stop = self.stdout, self.wiring.stop
+        next_quota, drain_until = self.started + 0.25, None
+        os.set_blocking(stdout.fileno(), False)
+        with selectors.DefaultSelector() as selector:
+            selector.register(stdout, selectors.EVENT_READ)
+            if channel is not None:
+                channel.sock.setblocking(False)
+                selector.register(channel.sock, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if now >= self.deadline:
+                    run.timed_out = True
+                    break
+                if stop is not None and stop.is_set():
+                    run.stopped = True
+                    break
+                if now >= next_quota:
+                    next_quota = now + 0.25
+                    if self.over_limit(run):
+                        break
+                ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, self.deadline - now))}
+                if channel is not None and channel.sock in ready and channel.read() == "closed":
+                    selector.unregister(channel.sock)
+                if stdout in ready:
+                    chunk = os.read(stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    out.add(chunk)
+                # Left-over descendants (plain session) may hold the pipe open after the launcher is gone.
+                if drain_until is None and exited(self.proc):
+                    drain_until = now + 0.2
+                if drain_until is not None and now >= drain_until:
+                    break
+
+    def over_limit(self, run: Contained) -> bool:
+        """Whether the run's cgroup saw the kernel kill a process for memory, or what the run wrote is past its size
+        (marked on `run`)."""
+        group, disk, writable = self.group, self.wiring.disk, self.wiring.writable
+        if group is not None and group.oom_kills():
+            run.out_of_memory = True
+            return True
+        if (disk is not None and disk.full()
+                or writable and too_big(writable, self.limits.workspace_bytes,
+                                        run_pids(self.proc, self.token, self.kind, group))):
+            run.over_quota = True
+            return True
+        return False
+
+    def end(self, run: Contained) -> None:
+        """Take the run down (SIGTERM and a grace first where it ran out of time or disk, then SIGKILL to the last
+        process), then settle its record: a kill for memory, a full disk, what it wrote given back."""
+        proc, group, disk = self.proc, self.group, self.wiring.disk
+        if not (run.timed_out or run.over_quota or run.stopped):
+            wait_exit(proc, self.deadline - time.monotonic())
+            run.timed_out = not exited(proc)
+        seen = processes(proc, self.token, self.kind) if self.kind == "session" or not exited(proc) else []
+        if run.timed_out or run.over_quota:
+            signal_all(seen, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            wait_exit(proc, self.limits.grace_seconds)
+        if group is not None:
+            seen += group.kill()
+        finish(proc, self.token, self.kind, seen + namespace_init(self.status))
+        if group is not None:
+            run.out_of_memory = run.out_of_memory or group.oom_kills() > 0
+            group.remove()
+        if disk is not None:
+            run.over_quota = disk.empty() or run.over_quota
+        # Nothing of the run is alive now: what it wrote is the harness's user's, no setuid bit left.
+        give([str(path) for path in self.wiring.writable], os.geteuid(), os.getegid())
+
+
+def start(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, wiring: Wiring) -> Running:
+    """Start the launcher in the run's cgroup (where soak may create one) under the rlimits; the descriptors it
+    inherits are closed here."""
     token = uuid.uuid4().hex
     cpu = limits.cpu_seconds or int(2 * timeout_s) + 10
     group = run_cgroup(limits.address_space_bytes, limits.max_processes)
     started = time.monotonic()
-    status = None
+    status, pass_fds, disk = None, wiring.pass_fds, wiring.disk
     if kind == "bwrap":  # it reports its namespace's init, which outlives the launcher by a moment (see finish)
         status, status_w = os.pipe()
         cmd, pass_fds = [cmd[0], "--json-status-fd", str(status_w), *cmd[1:]], (*pass_fds, status_w)
     try:
         proc = subprocess.Popen(
-            cmd, cwd=ws, env={**scrubbed_env(ws, token), **(env or {})}, stdin=subprocess.DEVNULL,
+            cmd, cwd=ws, env={**scrubbed_env(ws, token), **wiring.env}, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=rlimit_setter(limits, cpu, group), pass_fds=(*pass_fds, *(disk.passed if disk else ())),
         )
@@ -364,87 +382,24 @@ def launch(
     finally:
         for fd in pass_fds:
             os.close(fd)  # The child's copies only: an end left open here would never read as closed.
-    if disk is not None:
-        disk.fill(timeout_s)
-    run, out, events = Contained(), CappedOutput(limits.output_bytes), bytearray()
+    assert proc.stdout is not None
+    return Running(proc, proc.stdout, token, kind, group, status, limits, wiring, started, started + timeout_s)
 
-    def read_channel() -> str:
-        """Take what the channel holds now: 'more', 'empty' (nothing yet) or 'closed' (also past its cap)."""
-        assert channel is not None
-        try:
-            chunk = channel.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return "empty"
-        except OSError:
-            return "closed"
-        if len(events) + len(chunk) > CHANNEL_CAP:
-            run.channel_overflow = True
-            return "closed"
-        events.extend(chunk)
-        return "more" if chunk else "closed"
 
-    deadline, next_quota, drain_until = started + timeout_s, started + 0.25, None
-    stdout = proc.stdout
-    assert stdout is not None
-    os.set_blocking(stdout.fileno(), False)
-    with selectors.DefaultSelector() as selector:
-        selector.register(stdout, selectors.EVENT_READ)
-        if channel is not None:
-            channel.setblocking(False)
-            selector.register(channel, selectors.EVENT_READ)
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                run.timed_out = True
-                break
-            if stop is not None and stop.is_set():
-                run.stopped = True
-                break
-            if now >= next_quota:
-                next_quota = now + 0.25
-                if group is not None and group.oom_kills():
-                    run.out_of_memory = True
-                    break
-                if (disk is not None and disk.full()
-                        or writable and too_big(writable, limits.workspace_bytes, run_pids(proc, token, kind, group))):
-                    run.over_quota = True
-                    break
-            ready = {key.fileobj for key, _ in selector.select(timeout=min(0.1, deadline - now))}
-            if channel is not None and channel in ready and read_channel() == "closed":
-                selector.unregister(channel)
-            if stdout in ready:
-                chunk = os.read(stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                out.add(chunk)
-            # Left-over descendants (plain session) may hold the pipe open after the launcher is gone.
-            if drain_until is None and exited(proc):
-                drain_until = now + 0.2
-            if drain_until is not None and now >= drain_until:
-                break
-    if not (run.timed_out or run.over_quota or run.stopped):
-        wait_exit(proc, deadline - time.monotonic())
-        run.timed_out = not exited(proc)
-    seen = processes(proc, token, kind) if kind == "session" or not exited(proc) else []
-    if run.timed_out or run.over_quota:
-        signal_all(seen, signal.SIGTERM)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        wait_exit(proc, limits.grace_seconds)
-    if group is not None:
-        seen += group.kill()
-    finish(proc, token, kind, seen + namespace_init(status))
-    if group is not None:
-        run.out_of_memory = run.out_of_memory or group.oom_kills() > 0
-        group.remove()
-    if disk is not None:
-        run.over_quota = disk.empty() or run.over_quota
-    # Nothing of the run is alive now: what it wrote is the harness's user's, no setuid bit left.
-    give([str(path) for path in writable], os.geteuid(), os.getegid())
-    stdout.close()
+def launch(cmd: list[str], ws: Path, limits: ResourceLimits, timeout_s: float, kind: str, wiring: Wiring) -> Contained:
+    """Run the sandbox command in a cgroup of its own where soak may create one, pump its output through a cap,
+    enforce the wall clock, the memory and the size of what it writes; `wiring` says what else the run is given."""
+    running = start(cmd, ws, limits, timeout_s, kind, wiring)
+    if wiring.disk is not None:
+        wiring.disk.fill(timeout_s)
+    run, out = Contained(), CappedOutput(limits.output_bytes)
+    channel = ChannelReader(wiring.channel) if wiring.channel is not None else None
+    running.watch(run, out, channel)
+    running.end(run)
+    running.stdout.close()
     if channel is not None:
-        while read_channel() == "more":
+        while channel.read() == "more":
             pass
-        run.channel = bytes(events)
-    run.returncode, run.duration_s, run.output = proc.returncode, time.monotonic() - started, out.text()
+        run.channel, run.channel_overflow = bytes(channel.data), channel.overflow
+    run.returncode, run.duration_s, run.output = running.proc.returncode, time.monotonic() - running.started, out.text()
     return run

@@ -40,12 +40,13 @@ from soak.sandbox.events import Events, read_events
 from soak.sandbox.jail import (
     Contained,
     ResourceLimits,
+    Wiring,
     isolation_kind,
     launch,
     wrap,
 )
 from soak.sandbox.scanning import Scan
-from soak.sandbox.visible import allow_listed, in_jail, module_file, run_module, sized
+from soak.sandbox.visible import JailView, allow_listed, in_jail, module_file, run_module, sized
 from soak.tasks.spec import TaskSpec
 
 EMPTY_INI = Path(__file__).with_name("pytest_empty.ini")
@@ -131,17 +132,17 @@ def run_tests(
         cmd = [sys.executable, "-I", "-B", *run_module(kind, "pytest"), "-c", str(ini), "--rootdir", str(ws),
                "--noconftest", "-p", "no:cacheprovider", "-p", PLUGIN, f"--soak-channel={fd}", "-q", "--tb=short",
                "--color=no", *(["--collect-only"] if collect_only else []), *task.tests]
-        readonly = [ws / name for name in fixed] + [ws / "__pycache__"]
+        readonly = (*(ws / name for name in fixed), ws / "__pycache__")
         harness = (module_file(PLUGIN), EMPTY_INI)
         # A collection is trusted and short; a tight task timeout must not fail it on a busy machine.
         timeout = max(task.test_timeout_seconds, COLLECT_TIMEOUT_SECONDS) if collect_only else task.test_timeout_seconds
         # In a jail the workspace is a tmpfs of its own size holding read-only copies: what the run writes, unlinked
         # files too, counts against it and goes with the run. A plain session writes the host's folder, polled.
         jailed = allow_listed(kind)
-        launcher = wrap(kind, ws, [*readonly, ws / task.entry] if jailed else readonly, cmd, harness=harness,
+        view = JailView((*readonly, ws / task.entry) if jailed else readonly, harness=harness,
                         disk=sized(ws, limits.workspace_bytes, [ws / "home", ws / "tmp"]) if jailed else ())
-        contained = launch(launcher, ws, limits, timeout, kind, stop=stop, channel=harness_end, pass_fds=(fd,),
-                           writable=() if jailed else (ws,))
+        contained = launch(wrap(kind, ws, cmd, view), ws, limits, timeout, kind,
+                           Wiring(stop=stop, channel=harness_end, pass_fds=(fd,), writable=() if jailed else (ws,)))
         run = TestRun(**vars(contained), workspace=str(ws))
         run.events = read_events(run.channel, secret)
         if run.channel_overflow:

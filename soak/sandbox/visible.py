@@ -17,6 +17,7 @@ import importlib.util
 import os
 import site
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -136,32 +137,40 @@ def kernel_guards() -> tuple[list[Mount], list[str]]:
     return guards, folders
 
 
-def jail_root(
-    ws: Path, readonly: list[Path], visible: tuple[Path, ...], harness: tuple[Path, ...], disk: tuple[Mount, ...] = (),
-) -> list[Mount]:
+@dataclass(frozen=True)
+class JailView:
+    """What a jail shows besides the allow-list: `readonly`, paths in the workspace bound read-only; `visible`, paths
+    outside the allow-list the command reads; `harness`, soak's own files it runs, bound alone; `disk` (`sized`), a
+    sized tmpfs seen only inside the jail holding the workspace (and an agent's HOME) instead of the host's folder (a
+    judged run's holds the read-only files and vanishes with the run; an agent's is filled from the host's folders and
+    copied back, soak.sandbox.sized): what the run writes, unlinked files included, counts against its size."""
+
+    readonly: tuple[Path, ...] = ()
+    visible: tuple[Path, ...] = ()
+    harness: tuple[Path, ...] = ()
+    disk: tuple[Mount, ...] = ()
+
+
+def jail_root(ws: Path, view: JailView) -> list[Mount]:
     """The mount operations of a jail's root, in order (a later mount lands on an earlier one): fresh /proc with its
     kernel knobs read-only, /dev with a sized /dev/shm, /tmp, the system, the Python (a venv in /tmp too), what the
     caller makes visible, masks over soak where a bound directory holds it, soak's bound files, the workspace, the
     read-only files in the workspace; last the root and the masks read-only (not recursively: the workspace stays
-    writable).
-
-    `disk` (`sized`) puts the workspace on a sized tmpfs seen only inside the jail instead of binding the host's (a
-    judged run's holds the read-only files and vanishes with the run; an agent's is filled from the host's folders and
-    copied back, soak.sandbox.sized): what the run writes, unlinked files included, counts against its size."""
+    writable)."""
     links, bound = allowed()
     guards, masked = kernel_guards()
     root = [Mount("proc", "/proc"), *guards, Mount("dev", "/dev"), Mount("tmpfs", "/dev/shm", size=PRIVATE_TMP_BYTES),
             Mount("tmpfs", "/tmp", size=PRIVATE_TMP_BYTES)]
     root += [Mount("symlink", str(link), os.readlink(link)) for link in links]
     root += [Mount("ro-bind", str(path), str(path)) for path in bound]
-    shown = [Path(os.path.abspath(path)) for path in visible if path.exists()]
+    shown = [Path(os.path.abspath(path)) for path in view.visible if path.exists()]
     root += [Mount("ro-bind", str(path), str(path)) for path in shown]
     masks = [path for path in outermost(hidden(), []) if path.is_dir()
              and any(within(str(path), str(other)) for other in [*bound, *shown])]
     root += [Mount("tmpfs", str(path), size=MASK_BYTES) for path in masks]
-    root += [Mount("ro-bind", str(in_jail(path)), str(path)) for path in harness]
-    root += disk or (Mount("bind", str(ws), str(ws)),)
-    root += [Mount("ro-bind", str(path), str(path)) for path in readonly]
+    root += [Mount("ro-bind", str(in_jail(path)), str(path)) for path in view.harness]
+    root += view.disk or (Mount("bind", str(ws), str(ws)),)
+    root += [Mount("ro-bind", str(path), str(path)) for path in view.readonly]
     return [*root, *(Mount("remount-ro", str(path)) for path in ["/", *masks, *masked])]
 
 

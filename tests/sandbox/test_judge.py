@@ -16,7 +16,7 @@ import uuid
 import psutil
 import pytest
 
-from soak.sandbox import disk, jail, scanning, touched
+from soak.sandbox import disk, jail, reaping, scanning, touched
 from soak.sandbox import judge as sandbox
 from soak.sandbox.events import Events, read_events, sign
 from soak.sandbox.judge import judge
@@ -331,7 +331,7 @@ SLOW_TEST = """
 def marked(marker: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
-        if marker in " ".join(process.info["cmdline"] or []) and not jail.dead(process):
+        if marker in " ".join(process.info["cmdline"] or []) and not reaping.dead(process):
             found.append(process)
     return found
 
@@ -352,7 +352,7 @@ def test_stop_kills_the_tests_and_every_child_at_once(kind):
     worker.join(timeout=10)
     assert not worker.is_alive()
     assert time.monotonic() - stopped_at < 10  # at once: a tenth of the 120 s test timeout, whatever the load
-    assert jail.dead(child[0]) and jail.dead(pytest_process) and not marked(marker)  # zombies are dead
+    assert reaping.dead(child[0]) and reaping.dead(pytest_process) and not marked(marker)  # zombies are dead
     verdict = result["verdict"]
     assert (verdict.result, verdict.error_kind, verdict.isolation) == ("timeout", "Timeout", kind)
     assert "budget ended" in verdict.error_tail and "test_solution.py::test_zero" in verdict.error_tail

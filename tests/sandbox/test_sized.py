@@ -14,7 +14,7 @@ import pytest
 from soak.sandbox import jail
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.sized import SizedDisk
-from soak.sandbox.visible import sized
+from soak.sandbox.visible import JailView, sized
 
 ROOTED = [kind for kind in ("bwrap", "unshare", "unshare-user") if jail.works(kind)]
 pytestmark = pytest.mark.skipif(not ROOTED, reason="a sized tmpfs in the jail needs bubblewrap or unshare")
@@ -70,11 +70,11 @@ def run(
 ) -> tuple[jail.Contained, SizedDisk]:
     """`code` run by the jail's Python in the workspace, its HOME on the sized tmpfs, as soak runs an agent."""
     disk = (SizedDisk if watched else Unwatched)(ws, home, CAP, kind)
-    cmd = jail.wrap(kind, ws, [], [*disk.command(), sys.executable, "-I", "-c", code, *args], disk=disk.mounts(),
-                    harness=disk.harness)
+    cmd = jail.wrap(kind, ws, [*disk.command(), sys.executable, "-I", "-c", code, *args],
+                    JailView(harness=disk.harness, disk=disk.mounts()))
     limits = ResourceLimits(workspace_bytes=CAP, output_bytes=1 << 20)
-    done = jail.launch(cmd, ws, limits, 60, kind, env={"HOME": str(disk.home), "TMPDIR": str(disk.home / "tmp")},
-                       disk=disk)
+    done = jail.launch(cmd, ws, limits, 60, kind,
+                       jail.Wiring(env={"HOME": str(disk.home), "TMPDIR": str(disk.home / "tmp")}, disk=disk))
     return done, disk
 
 
@@ -222,8 +222,8 @@ def test_a_file_system_not_of_the_cap_s_size_is_refused(kind, folders):
     ws, home = folders
     (ws / "given.txt").write_text("task")
     disk = SizedDisk(ws, home, CAP, kind)
-    cmd = jail.wrap(kind, ws, [], [*disk.command(), sys.executable, "-I", "-c", "print('started')"],
-                    disk=sized(disk.top, 2 * CAP, [ws, disk.home]), harness=disk.harness)
+    cmd = jail.wrap(kind, ws, [*disk.command(), sys.executable, "-I", "-c", "print('started')"],
+                    JailView(harness=disk.harness, disk=sized(disk.top, 2 * CAP, [ws, disk.home])))
     with pytest.raises(OSError, match="not the tmpfs of"):
-        jail.launch(cmd, ws, ResourceLimits(workspace_bytes=CAP), 60, kind, disk=disk)
+        jail.launch(cmd, ws, ResourceLimits(workspace_bytes=CAP), 60, kind, jail.Wiring(disk=disk))
     assert [path.name for path in ws.iterdir()] == ["given.txt"]

@@ -143,8 +143,8 @@ def test_soak_is_masked_where_a_bound_directory_holds_it(kind, tmp_path, monkeyp
         print(json.dumps(seen))
         """
     code = f"import sys; sys.path.insert(0, {str(visible.HARNESS)!r})\n" + textwrap.dedent(probe)
-    cmd = jail.wrap(kind, ws, [], [sys.executable, "-I", "-c", code],
-                    harness=(visible.module_file(sandbox.PLUGIN),))
+    cmd = jail.wrap(kind, ws, [sys.executable, "-I", "-c", code],
+                    visible.JailView(harness=(visible.module_file(sandbox.PLUGIN),)))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={"PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
