@@ -107,12 +107,14 @@ def sight_plan(results: list[dict[str, Any]]) -> list[Night]:
 
 def sight_table(results: list[dict[str, Any]]) -> list[str]:
     cells: dict[tuple[str, float, float], list[bool]] = defaultdict(list)
+    stated: dict[tuple[str, float, float], list[float]] = defaultdict(list)
     for r in results:
         cells[r["night"].change, r["night"].hours, r["night"].rate].append(r["found"])
+        stated[r["night"].change, r["night"].hours, r["night"].rate].append(r["night"].size)
     lines = ["could_see checked: a change of the size a quiet night states, found (target >= 80 %)",
-             f"{'change':<10}{'hours':>6}{'rate/h':>8}  {'found':<18}"]
-    lines += [f"{change:<10}{hours:>6g}{rate:>8g}  {share(sum(v), len(v)):<18}"
-              for (change, hours, rate), v in sorted(cells.items())]
+             f"{'change':<10}{'hours':>6}{'rate/h':>8}  {'stated (median)':>16}  {'found':<18}"]
+    lines += [f"{change:<10}{hours:>6g}{rate:>8g}  {np.median(stated[change, hours, rate]):>16.3f}  "
+              f"{share(sum(v), len(v)):<18}" for (change, hours, rate), v in sorted(cells.items())]
     missed = [cell for cell, v in cells.items() if sum(v) < TARGETS["could_see"] * len(v)]
     lines.append(f"target could_see: {'met in every cell' if not missed else f'NOT met in {sorted(missed)}'}")
     return lines
