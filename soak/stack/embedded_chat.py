@@ -17,6 +17,7 @@ from typing import Any
 import jinja2.sandbox
 from llama_cpp import llama_chat_format, llama_grammar
 
+from soak.stack.embedded_cache import bound_memory
 from soak.stack.servers import CHAT_FORMAT
 
 END = "<|im_end|>"
@@ -82,6 +83,7 @@ def chat_handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[st
 
 def main() -> None:
     llama_chat_format.register_chat_completion_handler(CHAT_FORMAT)(chat_handler)
+    bound_memory()
     from llama_cpp.server.__main__ import main as serve
 
     serve()  # type: ignore[no-untyped-call]

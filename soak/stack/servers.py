@@ -370,6 +370,10 @@ def embedded_threads() -> int:
     return max(1, min(cores, 8))
 
 
+CACHE_MIB = 192
+"""The embedded server's prompt cache: what its states hold, in MiB."""
+
+
 def embedded_tuning() -> dict[str, str]:
     """Speed settings of the embedded server, measured side by side against none by bench/embedded_default.py.
 
@@ -378,9 +382,10 @@ def embedded_tuning() -> dict[str, str]:
     the server restores the state of the conversation's previous call and evaluates only the new messages.
     `logits_all` off: on (the server's default) it computes and copies the logits of every prompt token, which no
     call uses (soak asks for no logprobs), and makes each cached state carry an n_tokens x 49,152-float copy; off,
-    a state carries n_batch rows, so a batch of 128 (as fast as 512 for this model) keeps a state near 50 MB and
-    saving or restoring one takes milliseconds. `cache_size` counts only the KV part (~23 kB a token), so 512 MiB
-    holds some twenty conversations' states, about 1 GB in all. Threads: every core for prompts, half of them for
+    a state carries n_batch rows (a batch of 128 is as fast as 512 for this model), and soak.stack.embedded_cache
+    keeps one of them. That cache holds one state per conversation, ~23 kB a token, and counts all of it: 192 MiB
+    holds six of 1,300 tokens, the four live at concurrency 2 with room to spare, and bounds the server's growth
+    (llama-cpp-python's own, at 512 MiB, let it reach 3-4.5 GiB). Threads: every core for prompts, half for
     generation (one token at a time synchronises the threads per layer, so when other work takes a core two threads
     on two cores fell from ~100 to 1-4 tokens/s in the bench; one thread stays near 100). Flash attention: a few per
     cent on prompts.
@@ -388,7 +393,8 @@ def embedded_tuning() -> dict[str, str]:
     threads = embedded_threads()
     return {
         "n_threads": str(max(1, threads // 2)), "n_threads_batch": str(threads), "n_batch": "128", "n_ubatch": "128",
-        "logits_all": "False", "flash_attn": "True", "cache": "True", "cache_type": "ram", "cache_size": str(512 << 20),
+        "logits_all": "False", "flash_attn": "True", "cache": "True", "cache_type": "ram",
+        "cache_size": str(CACHE_MIB << 20),
     }
 
 
