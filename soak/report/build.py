@@ -46,10 +46,10 @@ def timeline(run: RunRecord, clock: charts.Clock) -> str:
     gib, mib = 1 / 2**30, 1 / 2**20
     return charts.render([
         (charts.plot_outcomes_over_time, (run.tasks, clock)),
-        (charts.plot_lines, ({"MemAvailable": mem}, clock, "Host MemAvailable", "GiB", gib, events)),
-        (charts.plot_lines, (harness, clock, "Harness RSS", "MiB", mib, events)),
-        (charts.plot_lines, (servers, clock, "Model server RSS (process tree)", "MiB", mib, events)),
-        (charts.plot_lines, (gpu, clock, "GPU memory (all GPUs)", "GiB", gib, events)),
+        (charts.plot_lines, ({"MemAvailable": mem}, clock, charts.Panel("Host MemAvailable", "GiB", gib, events))),
+        (charts.plot_lines, (harness, clock, charts.Panel("Harness RSS", "MiB", mib, events))),
+        (charts.plot_lines, (servers, clock, charts.Panel("Model server RSS (process tree)", "MiB", mib, events))),
+        (charts.plot_lines, (gpu, clock, charts.Panel("GPU memory (all GPUs)", "GiB", gib, events))),
     ], size=(10, 13.5))
 
 
@@ -74,12 +74,12 @@ def server_charts(run: RunRecord, clock: charts.Clock) -> dict[str, str]:
             (charts.plot_quantiles_over_time, (ok, "decode_tps", clock, "Decode tok/s over time", "tok/s")),
         ], size=(10, 5.5)),
         "server_series": charts.render([
-            (charts.plot_lines, (lines_by_source(hit_rate), clock, "Prefix-cache hit rate (Δhits / Δqueries)",
-                                 "%", 100.0)),
-            (charts.plot_lines, (lines_by_source(kv), clock, "KV-cache usage", "%", 100.0)),
-            (charts.plot_lines, (queue, clock, "Requests in the server", "requests")),
+            (charts.plot_lines, (lines_by_source(hit_rate), clock,
+                                 charts.Panel("Prefix-cache hit rate (Δhits / Δqueries)", "%", 100.0))),
+            (charts.plot_lines, (lines_by_source(kv), clock, charts.Panel("KV-cache usage", "%", 100.0))),
+            (charts.plot_lines, (queue, clock, charts.Panel("Requests in the server", "requests"))),
             (charts.plot_lines, (lines_by_source(llama_tps), clock,
-                                 "Server decode tok/s (llama.cpp Δtokens / Δseconds)", "tok/s")),
+                                 charts.Panel("Server decode tok/s (llama.cpp Δtokens / Δseconds)", "tok/s"))),
         ], size=(10, 10)),
         "spec": charts.chart(charts.plot_spec_positions, series.spec_decode(samples), size=(5, 3)),
     }
@@ -152,8 +152,9 @@ def course_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
               ("failed_calls", "Failed calls", "calls", 1.0)]
     table = repeats.tries(run.tasks)
     return {
-        "chart": charts.render([(charts.plot_window_measure, (frame, column, clock, title, unit, scale, findings,
-                                                              events)) for column, title, unit, scale in panels],
+        "chart": charts.render([(charts.plot_window_measure, (frame, column, clock,
+                                                              charts.Panel(title, unit, scale, events), findings))
+                                for column, title, unit, scale in panels],
                                size=(10, 12), sharex=True),
         "strip": charts.chart(charts.plot_repeat_strip, table, size=(10, max(2.5, 0.14 * len(table) + 1.2))),
         "windows": records(frame), "findings": findings,
@@ -166,7 +167,8 @@ def energy_view(run: RunRecord, head: dict[str, Any], start: float, end: float, 
     head["energy"] = agg.jsonable(energy.run_energy(run, start, end))
     head["verdicts"].append(f"energy: {head['energy']['said']}")
     lines = energy.timeline(run.samples, start, end)
-    return {"chart": charts.chart(charts.plot_lines, lines, clock, "Power", "W", 1.0, agg.stack_events(run.events),
+    return {"chart": charts.chart(charts.plot_lines, lines, clock,
+                                  charts.Panel("Power", "W", 1.0, agg.stack_events(run.events)),
                                   size=(9, 3)) if lines else ""}
 
 

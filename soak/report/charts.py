@@ -155,17 +155,27 @@ def plot_outcomes_over_time(ax: Any, tasks: pd.DataFrame, clock: Clock) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], clock: Clock, title: str, ylabel: str,
-               scale: float = 1.0, events: pd.DataFrame | None = None) -> None:
+@dataclass(frozen=True)
+class Panel:
+    """What a time panel says besides its data: its title, its y axis's label, the factor from the recorded unit to
+    that axis's, and the stack events marked on it."""
+
+    title: str
+    ylabel: str
+    scale: float = 1.0
+    events: pd.DataFrame | None = None
+
+
+def plot_lines(ax: Any, lines: dict[str, pd.DataFrame], clock: Clock, panel: Panel) -> None:
     """One line per labelled (at, value) frame, stack events marked."""
     lines = {k: v for k, v in lines.items() if not v.empty}
     if not lines:
-        return no_data(ax, title)
+        return no_data(ax, panel.title)
     for label, frame in lines.items():
-        ax.plot(clock.x(frame["at"]), frame["value"] * scale, label=label, linewidth=1.2)
-    if events is not None:
-        plot_events(ax, events, clock)
-    ax.set(title=title, ylabel=ylabel, xlabel=clock.label)
+        ax.plot(clock.x(frame["at"]), frame["value"] * panel.scale, label=label, linewidth=1.2)
+    if panel.events is not None:
+        plot_events(ax, panel.events, clock)
+    ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=clock.label)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
@@ -273,14 +283,14 @@ PASS_COLOUR, FAIL_COLOUR, CHANGE_COLOUR = "#0072B2", "#E69F00", "#D55E00"
 """Okabe–Ito blue, orange and vermilion: told apart with any colour vision."""
 
 
-def plot_window_measure(ax: Any, windows: pd.DataFrame, column: str, clock: Clock, title: str, ylabel: str,
-                        scale: float, findings: list[dict[str, Any]], events: pd.DataFrame) -> None:
+def plot_window_measure(ax: Any, windows: pd.DataFrame, column: str, clock: Clock, panel: Panel,
+                        findings: list[dict[str, Any]]) -> None:
     """One figure per window (at its middle), its interval as a band where it has one, the changes found in it
     marked where they start, restarts and error-budget events on the same axis."""
     known = windows[windows[column].notna()]
     if known.empty:
-        return no_data(ax, title)
-    middle = clock.x(known["at"] + known["width_s"] / 2)
+        return no_data(ax, panel.title)
+    middle, scale = clock.x(known["at"] + known["width_s"] / 2), panel.scale
     ax.plot(middle, known[column] * scale, marker="o", markersize=3, linewidth=1.2, color=PASS_COLOUR)
     if column == "pass_rate":
         ax.fill_between(middle, known["pass_low"].astype(float) * scale, known["pass_high"].astype(float) * scale,
@@ -290,8 +300,9 @@ def plot_window_measure(ax: Any, windows: pd.DataFrame, column: str, clock: Cloc
             at = clock.x(windows["at"].iloc[0] + found["at_s"])
             ax.axvline(at, color=CHANGE_COLOUR, linestyle="--" if found["kind"] == "change" else ":", linewidth=1.5,
                        label=f"{found['kind']}: {found['said']}")
-    plot_events(ax, events, clock)
-    ax.set(title=title, ylabel=ylabel, xlabel=clock.label)
+    if panel.events is not None:
+        plot_events(ax, panel.events, clock)
+    ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=clock.label)
     ax.label_outer()  # on a shared axis only the lowest panel keeps its labels
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
