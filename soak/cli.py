@@ -370,9 +370,9 @@ def sim_command(**flags: Any) -> None:
 
     The crash fault exits the process with code 70, for rehearsing a supervisor's restarts.
     """
-    from soak.sim.server import serve
+    from soak.sim.server import SimFlags, serve
 
-    serve(**flags)
+    serve(SimFlags(**flags))
 
 
 @main.group()

@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -377,23 +378,28 @@ def wait_ready(base_url: str, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+READY_SECONDS = 30.0
+"""How long a sim in a subprocess may take to print its base URL."""
+
+
 def start_subprocess(
     scenario: str | Path | Scenario = "clean", *, port: int = 0, seed: int = 0, engine: str = "vllm",
-    suite: str = "builtin", host: str = "127.0.0.1", state: Path | None = None, timeout: float = 30.0,
-) -> tuple[subprocess.Popen, str]:
-    """Run `python -m soak.cli sim` and wait until it prints its base URL; the caller terminates the process."""
+    suite: str = "builtin", state: Path | None = None,
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `python -m soak.cli sim` on loopback and wait until it prints its base URL; the caller terminates the
+    process."""
     temporary = None
     if isinstance(scenario, Scenario):
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="soak-sim-", delete=False) as file:
             file.write(scenario.model_dump_json())
         scenario = temporary = file.name
-    args = [sys.executable, "-m", "soak.cli", "sim", "--host", host, "--port", str(port), "--scenario", str(scenario),
-            "--seed", str(seed), "--engine", engine, "--suite", suite]
+    args = [sys.executable, "-m", "soak.cli", "sim", "--host", "127.0.0.1", "--port", str(port), "--scenario",
+            str(scenario), "--seed", str(seed), "--engine", engine, "--suite", suite]
     if state:
         args += ["--state", str(state)]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    ready, _, _ = select.select([process.stdout], [], [], READY_SECONDS)
     line = process.stdout.readline().strip() if ready else ""
     if temporary:
         os.unlink(temporary)
@@ -404,13 +410,28 @@ def start_subprocess(
     return process, line
 
 
-def serve(scenario: str, host: str, port: int, seed: int, engine: str, suite: str, state: Path | None) -> None:
+@dataclass(frozen=True)
+class SimFlags:
+    """The flags of `soak sim`: its scenario, where it listens, which server it imitates, its seed, the suites its
+    coder knows, and the file keeping its request count across restarts."""
+
+    scenario: str
+    host: str
+    port: int
+    seed: int
+    engine: str
+    suite: str
+    state: Path | None
+
+
+def serve(flags: SimFlags) -> None:
     """The `soak sim` command: serve in the foreground, print the base URL, stop on Ctrl-C or SIGTERM."""
-    server = SimServer(load_scenario(scenario), seed=seed, engine=engine, suite=suite)
-    server.exit_on_crash, server.state_file = True, state
-    url = server.start(host, port)
+    server = SimServer(load_scenario(flags.scenario), seed=flags.seed, engine=flags.engine, suite=flags.suite)
+    server.exit_on_crash, server.state_file = True, flags.state
+    url = server.start(flags.host, flags.port)
     print(url, flush=True)
-    print(f"soak sim: scenario '{server.scenario.name}', engine {engine}, seed {seed}; Ctrl-C stops", file=sys.stderr)
+    print(f"soak sim: scenario '{server.scenario.name}', engine {flags.engine}, seed {flags.seed}; Ctrl-C stops",
+          file=sys.stderr)
     signal.signal(signal.SIGTERM, interrupt)
     try:
         while server.running:
