@@ -35,6 +35,7 @@ import psutil
 from soak.agent.attempt import Ledger
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import Budgets, Endpoint
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow
 from soak.sim.scenario import Scenario
 from soak.sim.server import start_subprocess
@@ -65,7 +66,7 @@ async def serve_proxy(upstream: str) -> None:
 
     await proxy.start()
     ledger = Ledger(budgets.max_calls, budgets.max_completion_tokens, on_call)
-    base_url, _ = proxy.open(ProxiedAttempt(ledger, run_id="bench", task_id="bench", cycle=0))
+    base_url, _ = proxy.open(ProxiedAttempt(ledger, "bench", AttemptId("bench", 0)))
     print(base_url, flush=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

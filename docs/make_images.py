@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from soak.record.layout import attempt_name
+from soak.record.identity import AttemptId
 from soak.stack.servers import free_port
 
 DOCS = Path(__file__).resolve().parent
@@ -63,8 +63,7 @@ def revised_attempt(run: Path, report: Path) -> Path:
     with (run / "tasks.csv").open() as rows:
         for row in csv.DictReader(rows):
             if row["outcome"] == "pass" and row["rounds"] == "2":
-                name = attempt_name(row["task_id"], int(row["cycle"]), int(row["repeat"]))
-                return next(report.glob(f"attempts/*/{name}.html"))
+                return next(report.glob(f"attempts/*/{AttemptId.of(row).name}.html"))
     raise SystemExit(f"{run}: no attempt passed in its second round")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from soak.files import write_atomic
 from soak.record.folder import CsvLog
+from soak.record.identity import AttemptId
 from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.schema import CallRow, EventRow, Row, RunInfo, RunLimits, SampleRow, Session, TaskRow
 
@@ -129,10 +130,10 @@ def build_run(
                 error=(HOSTILE_TAIL if hostile else BAD_JSON) if verdict == "bad_json" else "",
             ))
         if work:
-            write_work(layout.attempt(problem, i // len(PROBLEMS)), problem, rounds, outcome,
+            write_work(layout.attempt(AttemptId(problem, i // len(PROBLEMS))), problem, rounds, outcome,
                        5 if outcome == "pass" else 2, broken, rng, long=i % LONG_EVERY == LONG_AT)
         elif broken and i < TRANSCRIPTS:
-            kept = layout.attempt(problem, i // len(PROBLEMS))
+            kept = layout.attempt(AttemptId(problem, i // len(PROBLEMS)))
             kept.path.mkdir(parents=True, exist_ok=True)
             lines = [{"role": "assistant", "content": None, "thread": "coder-1", "round": 1,
                       "tool_calls": [{"id": f"call-{n}", "type": "function", "function": f}]}

@@ -279,9 +279,7 @@ MAX_FUNCTION_LINES = 80
 MAX_PARAMETERS = 6
 """Not counting self or cls: past six, the parameters that travel together want a value object."""
 STILL_OVER = {
-    "soak/llm/reply.py:row", "soak/agent/attempt.py:task_row", "soak/night/loop.py:__init__",
-    "soak/llm/scripted.py:chat", "soak/llm/client.py:chat", "soak/probes/sessions.py:take_turn",
-    "soak/agent/loop.py:run_task",
+    "soak/probes/sessions.py:take_turn", "soak/agent/loop.py:run_task",
 }
 """The functions over a limit when the rule came in, each still to be split; the list only shrinks."""
 

@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -25,6 +25,7 @@ from soak.config import Budgets
 from soak.errors import is_disk_full
 from soak.llm.integrity import ToolCall
 from soak.llm.reply import counted_tokens
+from soak.record.identity import AttemptId
 from soak.record.layout import AttemptLayout
 from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, ClaimSource, Outcome, RoundRow, TaskRow
 from soak.sandbox.judge import ResourceLimits, TooLarge, Verdict, entry_source, tail, too_large
@@ -256,12 +257,10 @@ async def judged(judge: Judge, task: TaskSpec, source: str, keep_dir: Path) -> V
 
 @dataclass
 class AttemptContext:
-    """Where one attempt belongs and where its rows go, built once by the night and handed alike to either driver;
-    the core stamps its identity on every row it emits, so no row is patched afterwards."""
+    """Where one attempt belongs and where its rows go (each born with its identity), built once by the night."""
 
     run_id: str
-    session: int
-    cycle: int
+    attempt: AttemptId
     workdir: Path
     route: str = ""
     """The routing file's label for the task, "" when it is not routed."""
@@ -272,15 +271,6 @@ class AttemptContext:
     """Given each judged round's row as its verdict comes (rounds.csv)."""
     totals: CallTotals = field(default_factory=CallTotals)
     """The calls summed by the attempt's ledger: what the night's row of an attempt cut short counts."""
-    repeat: int = 1
-    """Which of its cycle's tries of the task this is (`--repeat`)."""
-    node: str = ""
-    """The cluster node it runs on (TaskRow.node)."""
-
-    def stamp(self, row: CallRow) -> None:
-        """A driver's call row (soak's loop, the proxy) goes on with the attempt's identity."""
-        self.on_call(row.model_copy(update={"run_id": self.run_id, "session": self.session, "cycle": self.cycle,
-                                            "repeat": self.repeat, "node": self.node}))
 
 
 class AttemptCore:
@@ -290,7 +280,7 @@ class AttemptCore:
         self.task, self.budgets, self.context, self.judge = task, budgets, context, judge
         self.layout = AttemptLayout(context.workdir)
         self.limits = AttemptLimits.of(task, budgets)
-        self.ledger = Ledger(self.limits.calls, self.limits.tokens, context.stamp, context.totals)
+        self.ledger = Ledger(self.limits.calls, self.limits.tokens, context.on_call, context.totals)
         self.workspace = self.layout.workspace
         self.entry = self.workspace / task.entry
         self.entry_bytes = ResourceLimits().entry_bytes
@@ -334,12 +324,10 @@ class AttemptCore:
         if ending.outcome == "pass" and self.task.canary:
             ending = Ending("cheat", "Canary", f"passed a canary, which no honest solution passes: {self.task.canary}")
         ending = self._with_verdict(ending)
-        return task_row(
-            self.task, self.context, started_at=started_at, duration_s=time.monotonic() - self.clock, ending=ending,
-            rounds=self.round, verdict=self.verdict, test_seconds=self.test_seconds, limits=self.limits,
-            touched=self.touched, **self._claim_fields(ending.outcome, driver.ran_tests(self.ledger)),
-            **driver.row_fields(),
-        )
+        finished = Finished(started_at, time.monotonic() - self.clock, ending, self.round, self.verdict,
+                            self.test_seconds, frozenset(self.touched))
+        return task_row(self.task, self.context, finished, self.limits,
+                        **self._claim_fields(ending.outcome, driver.ran_tests(self.ledger)), **driver.row_fields())
 
     def _claim_fields(self, outcome: Outcome, ran: bool | None) -> dict[str, Any]:
         """What the attempt claimed beside what the tests found: a claim of done or of passing tests is a false success
@@ -415,8 +403,7 @@ class AttemptCore:
             entry_sha256, entry_bytes = hashlib.sha256(data).hexdigest(), len(data)
         context = self.context
         return RoundRow(
-            run_id=context.run_id, session=context.session, task_id=self.task.id, cycle=context.cycle,
-            repeat=context.repeat, node=context.node, round=max(self.round, 1),
+            run_id=context.run_id, **context.attempt.row_fields(), round=max(self.round, 1),
             result=verdict.result, tests_passed=verdict.tests_passed, tests_total=verdict.tests_total,
             failing_tests="\n".join(verdict.failing_tests), error_kind=verdict.error_kind,
             test_seconds=verdict.duration_s, entry_sha256=entry_sha256, entry_bytes=entry_bytes, noop=noop,
@@ -434,17 +421,30 @@ class AttemptCore:
         return Ending(ending.outcome, ending.kind or verdict.error_kind, detail)
 
 
-def task_row(task: TaskSpec, context: AttemptContext, *, started_at: float, duration_s: float, ending: Ending,
-             rounds: int = 0, verdict: Verdict | None = None, test_seconds: float = 0.0, touched: Iterable[str] = (),
-             limits: AttemptLimits | None = None, **fields: Any) -> TaskRow:
+@dataclass(frozen=True)
+class Finished:
+    """An attempt at its end, finished or cut short: when it ran, how it ended and what its rounds judged."""
+
+    started_at: float
+    duration_s: float
+    ending: Ending
+    rounds: int = 0
+    verdict: Verdict | None = None
+    test_seconds: float = 0.0
+    touched: frozenset[str] = frozenset()
+
+
+def task_row(task: TaskSpec, context: AttemptContext, finished: Finished, limits: AttemptLimits | None = None,
+             **fields: Any) -> TaskRow:
     """The one place an attempt becomes its tasks.csv row, finished or cut short, with the context's identity, calls
     and limits; `fields`: the claim's and the driver's own columns."""
+    ending, verdict, started_at = finished.ending, finished.verdict, finished.started_at
     return TaskRow(
-        run_id=context.run_id, session=context.session, cycle=context.cycle, repeat=context.repeat, task_id=task.id,
-        node=context.node, suite=task.suite, route=context.route, canary=task.canary or "", started_at=started_at,
-        ended_at=started_at + duration_s, duration_s=duration_s, outcome=ending.outcome, rounds=rounds,
+        run_id=context.run_id, **context.attempt.row_fields(), suite=task.suite, route=context.route,
+        canary=task.canary or "", started_at=started_at, ended_at=started_at + finished.duration_s,
+        duration_s=finished.duration_s, outcome=ending.outcome, rounds=finished.rounds,
         tests_passed=verdict.tests_passed if verdict else 0, tests_total=verdict.tests_total if verdict else 0,
-        test_seconds=test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
-        suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(touched)),
+        test_seconds=finished.test_seconds, error_kind=ending.kind, error_tail=tail(ending.detail),
+        suspicious=verdict.suspicious if verdict else "", tests_touched="; ".join(sorted(finished.touched)),
         **context.totals.row_fields(), **(limits.row_fields() if limits else {}), **fields,
     )

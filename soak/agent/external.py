@@ -131,8 +131,7 @@ class AgentRounds:
 
     async def __aenter__(self) -> "AgentRounds":
         core, context = self.core, self.core.context
-        self.base_url, self.token = self.proxy.open(ProxiedAttempt(core.ledger, context.run_id, core.task.id,
-                                                                   context.cycle))
+        self.base_url, self.token = self.proxy.open(ProxiedAttempt(core.ledger, context.run_id, context.attempt))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -198,11 +198,9 @@ class Delegation:
         attempt = self.core.context
         attempt.on_step(self.core.round, role)
         left = self.budgets.max_completion_tokens - ledger.completion_tokens
-        context = CallContext(run_id=attempt.run_id, task_id=self.task.id, cycle=attempt.cycle,
-                              repeat=attempt.repeat, call_index=ledger.totals.calls)
+        context = CallContext(attempt.run_id, attempt.attempt, ledger.totals.calls, ledger.record)
         result = await model.chat(
-            messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, on_row=ledger.record,
-            owed_tool=owed_tool,
+            messages, tools, role, max_tokens=min(model.max_tokens, left), context=context, owed_tool=owed_tool,
         )
         if not result.ok:
             raise InfraFailure(f"{role} call failed after {len(result.rows)} attempt(s): {result.error}", result.status)

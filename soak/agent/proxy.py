@@ -37,7 +37,8 @@ from soak.agent.attempt import AttemptEnded, Ledger
 from soak.agent.request_check import request_problem
 from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
 from soak.llm.client import scrub, status_of_http
-from soak.llm.reply import Reply, dict_or_fail
+from soak.llm.reply import CallPlace, Reply, Sent, dict_or_fail
+from soak.record.identity import AttemptId
 from soak.record.schema import CallStatus
 
 UPSTREAM_IDLE_SECONDS = 3.0
@@ -52,8 +53,7 @@ class ProxiedAttempt:
 
     ledger: Ledger
     run_id: str
-    task_id: str
-    cycle: int
+    attempt: AttemptId
 
 
 def openai_error(status: int, message: str, code: str) -> web.Response:
@@ -345,12 +345,10 @@ class ProxiedCall:
         """The call's row, charged to the attempt's ledger. `model` is the endpoint's: the only model the proxy
         serves."""
         attempt, payload = self.attempt, self.payload  # checked by request_problem, or empty for a refused call
-        row = got.row(
-            run_id=attempt.run_id, task_id=attempt.task_id, cycle=attempt.cycle, call_index=self.index, retry=1,
-            role="agent", endpoint=self.proxy.name, model=self.proxy.endpoint.model, stream=bool(payload.get("stream")),
-            tools=payload.get("tools"), max_tokens=payload.get("max_tokens") or payload.get("max_completion_tokens"),
-            status=status, http_status=http_status, error=scrub(error, self.proxy.key), request=payload,
-        )
+        sent = Sent(self.proxy.name, self.proxy.endpoint.model, bool(payload.get("stream")), payload.get("tools"),
+                    payload.get("max_tokens") or payload.get("max_completion_tokens"), payload)
+        row = got.row(CallPlace(attempt.run_id, attempt.attempt, "agent", self.index), sent, status, http_status,
+                      scrub(error, self.proxy.key))
         row.requested_model = self.requested_model
         if status == "ok":
             attempt.ledger.said("".join(got.content), got.tool_calls())

@@ -13,10 +13,11 @@ from typing import Any
 from soak.export.atif import Metrics, Observation, ObservationResult, Step, ToolCall
 from soak.export.conversation import Message
 from soak.llm.integrity import tool_calls_of
+from soak.record.identity import ATTEMPT_COLUMNS
 from soak.record.schema import CallRow
 from soak.record.transcript import TranscriptLine, answering_calls
 
-ATTEMPT_FIELDS = {"schema_version", "run_id", "task_id", "cycle", "repeat", "session", "node"}
+ATTEMPT_FIELDS = {"schema_version", "run_id", *ATTEMPT_COLUMNS}
 """The call row's fields that name its attempt, the same for every step: the trajectory says them once."""
 METRICS_EXTRA = ("reasoning_tokens", "first_byte_s", "ttft_s", "last_token_s", "duration_s", "decode_tps")
 """What a step's metrics hold beyond ATIF's own token counts: reasoning tokens and the call's timing."""

@@ -33,7 +33,7 @@ from soak.export.steps import ATTEMPT_FIELDS, Thread, soak_extra, walk
 from soak.files import describe_validation_error, write_atomic
 from soak.llm.tools import DELEGATE
 from soak.paths import reports_dir
-from soak.record.layout import TRANSCRIPT, attempt_name
+from soak.record.layout import TRANSCRIPT
 from soak.record.read import AttemptRecord, load_run, resolve_run_dir
 from soak.record.schema import OUTCOME_MEANINGS, CallRow, RoundRow
 
@@ -53,7 +53,7 @@ class Exported:
     @property
     def id(self) -> str:
         row = self.record.row
-        return f"{row.run_id}/{attempt_name(row.task_id, row.cycle, row.repeat)}"
+        return f"{row.run_id}/{row.attempt.name}"
 
 
 def round_facts(rounds: list[RoundRow]) -> list[dict[str, Any]]:
@@ -202,8 +202,10 @@ def notes(attempt: Exported, sources: list[str]) -> str:
 
 def facts(attempt: Exported, sources: list[str]) -> dict[str, Any]:
     row = attempt.record.row
-    return {"soak": {"attempt": row.model_dump(mode="json"), "outcome_meaning": OUTCOME_MEANINGS.get(row.outcome),
-                     "rounds": round_facts(attempt.record.rounds), "messages_from": sources}}
+    dumped = row.model_dump(mode="json")
+    return {"soak": {"attempt": {name: dumped[name] for name in row.columns()},
+                     "outcome_meaning": OUTCOME_MEANINGS.get(row.outcome), "rounds": round_facts(attempt.record.rounds),
+                     "messages_from": sources}}
 
 
 def steps_in(trajectory: Trajectory) -> int:
@@ -225,13 +227,13 @@ def export_run(ref: str | None, out: Path | None) -> tuple[Path, AtifIndex]:
     version = (run.info.versions.get("soak") if run.info else None) or "unknown"
     index = AtifIndex(run_id=run.run_id, run_folder=str(path), running=run.running, trajectories=[])
     try:
-        attempts = [run.attempt(*key) for key in run.attempt_keys()]
+        attempts = [run.attempt(key) for key in run.attempt_ids()]
     except ValidationError as error:
         raise BadInput(describe_validation_error(str(path), error)) from None
     out.mkdir(parents=True, exist_ok=True)
     for record in attempts:
         row = record.row
-        name = attempt_name(row.task_id, row.cycle, row.repeat)
+        name = row.attempt.name
         if name in in_flight:
             index.skipped.append(Skipped(task_id=row.task_id, cycle=row.cycle, repeat=row.repeat,
                                          reason="being redone: its folder holds the attempt in flight"))

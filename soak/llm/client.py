@@ -19,8 +19,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_
 
 from soak.config import Endpoint, SoakConfig
 from soak.llm.integrity import ToolCall, valid_text
-from soak.llm.reply import Reply, dict_or_fail
-from soak.record.layout import attempt_name
+from soak.llm.reply import CallPlace, Reply, Sent, dict_or_fail
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow, CallStatus, Integrity, Role
 
 RETRYABLE: frozenset[str] = frozenset({"stalled", "truncated", "connection", "http_5xx", "bad_response"})
@@ -29,22 +29,26 @@ SECRET_TEXT = re.compile(r"(Bearer\s+)\S+|sk-[A-Za-z0-9_\-]{8,}")
 ERROR_CHARS = 400
 
 
-class CallContext(BaseModel):
-    """Where a call belongs in the record; probes may leave the defaults."""
+@dataclass(frozen=True)
+class CallContext:
+    """Where a call belongs in the record and where its rows go; probes may leave the defaults."""
 
     run_id: str = ""
-    task_id: str = ""
-    cycle: int = 0
-    repeat: int = 1
+    attempt: AttemptId = AttemptId("", 0)
     call_index: int = 0
     """Index of the first try; each retry takes the next one."""
+    on_row: Callable[[CallRow], None] | None = None
+    """Given each try's row as the try ends (the attempt's ledger)."""
+
+    def place(self, role: Role, retry: int) -> CallPlace:
+        """Where try number `retry` of the call belongs."""
+        return CallPlace(self.run_id, self.attempt, role, self.call_index + retry - 1, retry)
 
 
 def call_seed(seed: int, context: CallContext) -> int:
-    """The same call of the same attempt (task, cycle, repeat) gets the same seed in every run; other calls, cycles
-    and repeats differ."""
-    attempt = attempt_name(context.task_id, context.cycle, context.repeat)
-    return (seed + zlib.crc32(f"{attempt}/{context.call_index}".encode())) % 2**31
+    """The same call of the same attempt (its slot) gets the same seed in every run; other calls, cycles and repeats
+    differ."""
+    return (seed + zlib.crc32(f"{context.attempt.name}/{context.call_index}".encode())) % 2**31
 
 
 class CallResult(BaseModel):
@@ -105,7 +109,6 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         *,
         context: CallContext | None = None,
-        on_row: Callable[[CallRow], None] | None = None,
         owed_tool: str | None = None,
     ) -> CallResult: ...
 
@@ -114,12 +117,9 @@ class ChatModel(Protocol):
 class _Call:
     """What every try of one logical call shares."""
 
-    request: dict[str, Any]
-    tools: list[dict[str, Any]] | None
+    sent: Sent
     role: Role
-    max_tokens: int
     context: CallContext
-    on_row: Callable[[CallRow], None] | None
 
 
 _SENDING: ContextVar[Reply | None] = ContextVar("soak_sending", default=None)
@@ -186,7 +186,6 @@ class ChatEndpoint:
         max_tokens: int | None = None,
         *,
         context: CallContext | None = None,
-        on_row: Callable[[CallRow], None] | None = None,
         owed_tool: str | None = None,
     ) -> CallResult:
         """One logical call; retryable failures are retried with backoff, every try is a row.
@@ -212,7 +211,8 @@ class ChatEndpoint:
                 request["tool_choice"] = self.endpoint.tool_choice
         if self.endpoint.extra_body:
             request["extra_body"] = self.endpoint.extra_body
-        call = _Call(request, tools, role, max_tokens, context, on_row)
+        sent = Sent(self.name, self.endpoint.model, self.endpoint.stream, tools, max_tokens, request)
+        call = _Call(sent, role, context)
         rows: list[CallRow] = []
 
         async def once() -> CallResult:
@@ -235,7 +235,7 @@ class ChatEndpoint:
         got = Reply()
         sending = _SENDING.set(got)
         try:
-            status, http_status, error = await self._send(call.request, got)
+            status, http_status, error = await self._send(call.sent.request, got)
         except asyncio.CancelledError:
             self._emit(call, got, retry, "cancelled", None, "cancelled")
             raise
@@ -301,14 +301,9 @@ class ChatEndpoint:
     ) -> CallResult:
         """Turn one try into its row (handed to `on_row` at once) and its result."""
         context = call.context
-        row = got.row(
-            run_id=context.run_id, task_id=context.task_id, cycle=context.cycle, repeat=context.repeat,
-            call_index=context.call_index + retry - 1, retry=retry, role=call.role, endpoint=self.name,
-            model=self.endpoint.model, stream=self.endpoint.stream, tools=call.tools, max_tokens=call.max_tokens,
-            status=status, http_status=http_status, error=scrub(error, self._key), request=call.request,
-        )
-        if call.on_row is not None:
-            call.on_row(row)
+        row = got.row(context.place(call.role, retry), call.sent, status, http_status, scrub(error, self._key))
+        if context.on_row is not None:
+            context.on_row(row)
         return CallResult(
             content="".join(got.content), reasoning="".join(got.reasoning), tool_calls=got.tool_calls(),
             finish_reason=row.finish_reason, integrity=row.integrity, reasoning_exhausted=row.reasoning_exhausted,

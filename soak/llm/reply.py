@@ -3,9 +3,11 @@
 import math
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from soak.llm.integrity import ToolCall, judge_tool_calls, valid_text
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow, CallStatus, Role
 
 TOOL_TEXT = re.compile(r"<tool_call>|<function=")
@@ -84,6 +86,33 @@ class UsageNumbers(TypedDict):
     completion_tokens: int | None
     reasoning_tokens: int | None
     cached_tokens: int | None
+
+
+@dataclass(frozen=True)
+class CallPlace:
+    """Where one try's row belongs: its run, its attempt, who made the call and where the try stands among the
+    attempt's calls."""
+
+    run_id: str
+    attempt: AttemptId
+    role: Role
+    call_index: int
+    """Position of the try within its attempt, counting retries."""
+    retry: int = 1
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What one try asked of which endpoint: its row's request columns, and the tools its tool calls are judged
+    against."""
+
+    endpoint: str
+    model: str
+    stream: bool
+    tools: list[dict[str, Any]] | None
+    max_tokens: int | None
+    request: dict[str, Any] = field(default_factory=dict)
+    """The request as sent, for its sampling settings."""
 
 
 class Reply:
@@ -198,22 +227,18 @@ class Reply:
             cached_tokens=number(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
         )
 
-    def row(
-        self, *, run_id: str, task_id: str, cycle: int, call_index: int, retry: int, role: Role, endpoint: str,
-        model: str, stream: bool, tools: list[dict[str, Any]] | None, max_tokens: int | None, status: CallStatus,
-        http_status: int | None, error: str, request: dict[str, Any] | None = None, repeat: int = 1,
-    ) -> CallRow:
-        """This try's calls.csv row, timed from the stream's own timestamps, its tool calls judged against
-        `tools`, its sampling settings read off `request`: the one place a call becomes a row, for soak's own calls
+    def row(self, place: CallPlace, sent: Sent, status: CallStatus, http_status: int | None, error: str) -> CallRow:
+        """This try's calls.csv row, timed from the stream's own timestamps, its tool calls judged against the tools
+        sent, its sampling settings read off the request: the one place a call becomes a row, for soak's own calls
         and the proxy's alike."""
-        end = time.perf_counter()
+        end, stream, max_tokens = time.perf_counter(), sent.stream, sent.max_tokens
         content, reasoning, calls = "".join(self.content), "".join(self.reasoning), self.tool_calls()
         finish = self.finish or ""
         usage = self.usage_numbers()
         estimated = None
         if usage["completion_tokens"] is None and (status == "ok" or content or reasoning or calls):
             estimated = estimated_tokens(content, reasoning, *(call.arguments for call in calls))
-        integrity = judge_tool_calls(calls, tools, finish) if status == "ok" else "none"
+        integrity = judge_tool_calls(calls, sent.tools, finish) if status == "ok" else "none"
         exhausted = status == "ok" and reasoning_exhausted(
             finish, content, reasoning, bool(calls), usage["completion_tokens"], max_tokens
         )
@@ -234,12 +259,12 @@ class Reply:
                 and first is not None and last is not None and last > first):
             decode_tps = (tokens - 1) / (last - first)
         return CallRow(
-            run_id=run_id, task_id=task_id, cycle=cycle, repeat=repeat, call_index=call_index, retry=retry, role=role,
-            endpoint=endpoint, model=model, stream=stream, started_at=self.started_at,
+            run_id=place.run_id, **place.attempt.row_fields(), call_index=place.call_index, retry=place.retry,
+            role=place.role, endpoint=sent.endpoint, model=sent.model, stream=stream, started_at=self.started_at,
             first_byte_s=since(self.first_byte), ttft_s=since(self.first_token), last_token_s=since(self.last_token),
             max_gap_s=max_gap, duration_s=end - self.start, decode_tps=decode_tps, max_tokens=max_tokens,
             finish_reason=finish,
             tool_calls=len(calls), tool_names=",".join(tool.name for tool in calls), integrity=integrity,
             reasoning_exhausted=exhausted, status=status, http_status=http_status, error=error,
-            estimated_completion_tokens=estimated, **usage, **sampling(request or {}),
+            estimated_completion_tokens=estimated, **usage, **sampling(sent.request),
         )

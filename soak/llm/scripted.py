@@ -2,19 +2,19 @@
 
 It stands in for the model only (as mini-swe-agent's DeterministicModel does): each reply is fed as one streamed
 chunk plus a usage chunk into the client's own `Reply`, which makes the `CallRow` (integrity, reasoning verdict,
-tokens) and the text the loop gets exactly as for a real call; the row goes to `on_row` the same way. It has no
-transport, so no retries: a reply with a failed status is one failed try.
+tokens) and the text the loop gets exactly as for a real call; the row goes to the context's `on_row` the same way. It
+has no transport, so no retries: a reply with a failed status is one failed try.
 """
 
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.llm.client import CallContext, CallResult
-from soak.llm.reply import Reply, estimated_tokens
+from soak.llm.reply import Reply, Sent, estimated_tokens
 from soak.record.schema import CallRow, CallStatus, Role
 
 
@@ -87,7 +87,6 @@ class ScriptedModel:
         max_tokens: int | None = None,
         *,
         context: CallContext | None = None,
-        on_row: Callable[[CallRow], None] | None = None,
         owed_tool: str | None = None,
     ) -> CallResult:
         context = context or CallContext()
@@ -99,14 +98,10 @@ class ScriptedModel:
         got = Reply()
 
         def emit(status: CallStatus, error: str) -> CallRow:
-            row = got.row(run_id=context.run_id, task_id=context.task_id, cycle=context.cycle,
-                          repeat=context.repeat, call_index=context.call_index, retry=1, role=role, endpoint=self.name,
-                          model=self._model,
-                          stream=True, tools=tools, max_tokens=max_tokens, status=status,
-                          http_status=200 if status == "ok" else None, error=error,
-                          request={"temperature": self.temperature})
-            if on_row is not None:
-                on_row(row)
+            sent = Sent(self.name, self._model, True, tools, max_tokens, {"temperature": self.temperature})
+            row = got.row(context.place(role, 1), sent, status, 200 if status == "ok" else None, error)
+            if context.on_row is not None:
+                context.on_row(row)
             return row
 
         if say.hang:

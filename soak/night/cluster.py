@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,12 @@ from typing import Any
 import psutil
 
 from soak import __version__
-from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.agent.attempt import AttemptContext, Ending, Finished, task_row
 from soak.agent.limits import AttemptLimits
 from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.probes.doctor import Finding
+from soak.record.identity import AttemptId
 from soak.record.schema import TaskRow
 from soak.sandbox.disk import entries, remove_tree
 from soak.tasks.spec import TaskSpec
@@ -117,9 +118,7 @@ class Place:
     """Where an attempt belongs in the run: what its rows are stamped with."""
 
     run_id: str
-    session: int
-    cycle: int
-    repeat: int
+    attempt: AttemptId
     route: str
 
 
@@ -140,10 +139,10 @@ def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec,
     loop = asyncio.new_event_loop()
     events: asyncio.Queue[Event | None] = asyncio.Queue()
     context = AttemptContext(
-        place.run_id, place.session, place.cycle, workdir, place.route,
+        place.run_id, replace(place.attempt, node=label), workdir, place.route,
         on_call=lambda row: events.put_nowait(("call", row)),
         on_step=lambda round_, role: events.put_nowait(("step", (round_, role))),
-        on_round=lambda row: events.put_nowait(("round", row)), repeat=place.repeat, node=label)
+        on_round=lambda row: events.put_nowait(("round", row)))
     job = loop.create_task(run_attempt(config, routing, task, context, events))
     try:
         while (event := loop.run_until_complete(events.get())) is not None:
@@ -261,24 +260,25 @@ class ClusterTasks:
         self.declared = {"num_cpus": wants.cpus_per_attempt, "max_retries": 0, "retry_exceptions": False,
                          "memory": int(wants.memory_per_attempt_gb * 2**30) if wants.memory_per_attempt_gb else None,
                          "resources": {wants.jail_resource: 1} if wants.jail_resource else None}
-        self.lost: dict[tuple[int, int, int, str], list[str]] = {}
-        """(session, cycle, repeat, task) -> the ids of the nodes its tries were lost with."""
+        self.lost: dict[AttemptId, list[str]] = {}
+        """An attempt (its try's identity but the node) -> the ids of the nodes its tries were lost with."""
 
     async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
         from ray.exceptions import RayError, RayTaskError
 
-        started, slot, node_id = time.time(), (context.session, context.cycle, context.repeat, task.id), ""
-        avoid = self.lost.get(slot, [])
+        started, attempt, node_id = time.time(), replace(context.attempt, node=""), ""
+        avoid = self.lost.get(attempt, [])
         options = {"label_selector": {"ray.io/node-id": f"!in({','.join(avoid)})"}} if avoid else {}
-        place = Place(context.run_id, context.session, context.cycle, context.repeat, context.route)
-        name = f"soak {task.id} {context.cycle}-{context.repeat}"
+        place = Place(context.run_id, attempt, context.route)
+        name = f"soak {task.id} {attempt.cycle}-{attempt.repeat}"
         stream = self.remote.options(name=name, **self.declared, **options).remote(
             self.config, self.routing, task, place, self.keys)
         try:
             async for ref in stream:
                 kind, value = await ref
                 if kind == "node":
-                    context.node, node_id = value
+                    label, node_id = value
+                    context.attempt = replace(attempt, node=label)
                 elif kind == "call":
                     context.totals.add(value)
                     context.on_call(value)
@@ -298,11 +298,11 @@ class ClusterTasks:
             raise
         except RayError as error:  # the node, its raylet or the worker process died under the attempt
             if node_id:
-                self.lost.setdefault(slot, []).append(node_id)
-            return task_row(task, context, started_at=started, duration_s=time.time() - started,
-                            ending=Ending("node_lost", type(error).__name__, str(error)),
-                            limits=AttemptLimits.of(task, self.config.budgets))
-        raise RuntimeError(f"the attempt of {task.id} on {context.node or 'its node'} ended without its row")
+                self.lost.setdefault(attempt, []).append(node_id)
+            ending = Ending("node_lost", type(error).__name__, str(error))
+            return task_row(task, context, Finished(started, time.time() - started, ending),
+                            AttemptLimits.of(task, self.config.budgets))
+        raise RuntimeError(f"the attempt of {task.id} on {context.attempt.node or 'its node'} ended without its row")
 
 
 # --- soak doctor --cluster --------------------------------------------------------------------------------------------

@@ -8,18 +8,18 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.agent.attempt import AttemptContext, Ending, Finished, task_row
 from soak.agent.limits import AttemptLimits
 from soak.config import ErrorBudget, SoakConfig
 from soak.decisions.routing import Routing
 from soak.errors import is_disk_full
 from soak.night.room import DISK_FULL, Room, unless_full
 from soak.record.folder import RowListener, RunFolder
-from soak.record.layout import attempt_name
+from soak.record.identity import AttemptId
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import CallRow, EventRow, Outcome, RunInfo, RunLimits, Session, TaskRow
 from soak.sandbox.disk import remove_tree
@@ -50,23 +50,15 @@ TaskFn = Callable[[TaskSpec, AttemptContext], Coroutine[Any, Any, TaskRow]]
 """Runs one attempt and returns its row; raises CancelledError when cancelled. The agent loop is the real one."""
 
 
-Slot = tuple[int, int, str]
-"""(cycle, repeat, task_id): one attempt's place in the night, whatever its session."""
-
-
 REDONE: frozenset[str] = frozenset({"cancelled", "node_lost"})
 """Outcomes a resume runs again unasked: the attempt never finished, through no fault of the stack or the model."""
 
 
-def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[Slot]:
-    """The slots of the attempts a session does not run again: those whose row that counts
+def finished_attempts(attempts: Iterable[TaskRow], retry: Iterable[str] = ()) -> set[AttemptId]:
+    """The slots (AttemptId.slot) of the attempts a session does not run again: those whose row that counts
     (soak.record.read.latest_attempts) is neither REDONE nor of an outcome to `retry`."""
     again = {*REDONE, *retry}
-    return {slot_of(r) for r in attempts if r.outcome not in again}
-
-
-def slot_of(row: TaskRow) -> Slot:
-    return row.cycle, row.repeat, row.task_id
+    return {r.attempt.slot for r in attempts if r.outcome not in again}
 
 
 class Readiness(Protocol):
@@ -80,27 +72,27 @@ class Schedule:
     suite in the cycle's own seeded order, so a task's tries are one pass apart: spread evenly over the cycle, each
     sampling another hour of the night, never back to back."""
 
-    def __init__(self, tasks: list[TaskSpec], seed: int, limits: RunLimits, done: set[Slot]):
+    def __init__(self, tasks: list[TaskSpec], seed: int, limits: RunLimits, done: set[AttemptId]):
         self.tasks = {task.id: task for task in tasks}
         self.seed, self.limits, self.done = seed, limits, done
         self.taken = len(done)
-        last = max((cycle for cycle, _, _ in done), default=0)
+        last = max((slot.cycle for slot in done), default=0)
         incomplete = [c for c in range(1, last + 1) if any(slot not in done for slot in self.slots(c))]
         self.cycle = (incomplete[0] if incomplete else last + 1) - 1
-        self.queue: deque[Slot] = deque()
+        self.queue: deque[AttemptId] = deque()
 
     def order(self, cycle: int) -> list[str]:
         ids = sorted(self.tasks)
         random.Random(f"{self.seed}/{cycle}").shuffle(ids)
         return ids
 
-    def slots(self, cycle: int) -> list[Slot]:
-        """The cycle's attempts in the order they run."""
+    def slots(self, cycle: int) -> list[AttemptId]:
+        """The cycle's attempts (their slots) in the order they run."""
         order = self.order(cycle)
-        return [(cycle, repeat, t) for repeat in range(1, self.limits.repeats + 1) for t in order]
+        return [AttemptId(t, cycle, repeat) for repeat in range(1, self.limits.repeats + 1) for t in order]
 
-    def take(self) -> tuple[int, int, TaskSpec] | None:
-        """The next attempt (cycle, repeat, task), or None when the task or cycle limit is reached."""
+    def take(self) -> tuple[AttemptId, TaskSpec] | None:
+        """The next attempt's slot and its task, or None when the task or cycle limit is reached."""
         if not self.tasks or (self.limits.max_tasks is not None and self.taken >= self.limits.max_tasks):
             return None
         while not self.queue:
@@ -109,8 +101,8 @@ class Schedule:
                 return None
             self.queue.extend(slot for slot in self.slots(self.cycle) if slot not in self.done)
         self.taken += 1
-        cycle, repeat, task_id = self.queue.popleft()
-        return cycle, repeat, self.tasks[task_id]
+        slot = self.queue.popleft()
+        return slot, self.tasks[slot.task_id]
 
     @property
     def end_reason(self) -> str:
@@ -158,9 +150,8 @@ class RunEnd:
 
 @dataclass
 class InFlight:
-    task_id: str
-    cycle: int
-    repeat: int
+    """An attempt running now; its identity is its context's."""
+
     started_at: float
     job: asyncio.Task[TaskRow]
     context: AttemptContext
@@ -170,25 +161,35 @@ class InFlight:
     """The role of the call running now (from on_step), else of the last recorded call."""
 
 
+@dataclass(frozen=True)
+class SessionStart:
+    """How this session was started, beside the run folder it carries on."""
+
+    readiness: Readiness
+    """What a pause waits on (made in `wiring`: the stack supervisor and/or an endpoint probe)."""
+    detached: bool = False
+    retry: Iterable[str] = ()
+    """Outcomes whose attempts this session runs again (`--retry`)."""
+    started_at: float | None = None
+    """When the session began (before its stack started, so start-up counts as running time); default: now."""
+
+
 class Runner(RowListener):
     """One session of a run: schedules attempts into lanes until a limit, a signal or the error budget stops it."""
 
-    def __init__(
-        self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn, *,
-        readiness: Readiness, detached: bool = False, retry: Iterable[str] = (), started_at: float | None = None,
-    ):
+    def __init__(self, folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: list[TaskSpec], task_fn: TaskFn,
+                 start: SessionStart):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
-        self.readiness = readiness
-        """What a pause waits on (made in `wiring`: the stack supervisor and/or an endpoint probe)."""
+        self.readiness = start.readiness
         self.session = len(info.sessions)
         self.routing = Routing.model_validate(info.routing)
         """The routing file: its label goes into the attempt's context, its cap or extension into the task (an
         escalation is the delegation loop's, soak.night.attempts)."""
-        self.retry = frozenset(retry)
-        """Outcomes whose attempts this session runs again (`--retry`); the new row supersedes the old one."""
+        self.retry = frozenset(start.retry)
+        """Outcomes whose attempts this session runs again; the new row supersedes the old one."""
         attempts = read_attempts(folder.layout.tasks)
-        self.retried = {slot_of(r): r.session for r in attempts if r.outcome in self.retry}
-        """Slot -> session of the row a retry supersedes (its work folder is kept under that name)."""
+        self.retried = {r.attempt.slot: r.session for r in attempts if r.outcome in self.retry}
+        """An attempt's slot -> session of the row a retry supersedes (its work folder is kept under that name)."""
         self.schedule = Schedule(tasks, config.seed, info.limits, finished_attempts(attempts, self.retry))
         self.budget = InfraWindow(config.error_budget)
         self.go = asyncio.Event()
@@ -205,9 +206,7 @@ class Runner(RowListener):
         """This session's share of the duration (what the earlier sessions left), from its start; None: no limit."""
         self.grace = 0.0 if self.length is None else grace_for(self.length, config.grace_seconds)
         """Seconds the attempts in flight at the deadline get before they are cancelled (grace_for)."""
-        self.started_at = started_at
-        """When the session began (before its stack started, so start-up counts as running time); default: now."""
-        self.detached = detached
+        self.started_at, self.detached = start.started_at, start.detached
 
     # --- session bookkeeping ---------------------------------------------------------------------
 
@@ -227,11 +226,8 @@ class Runner(RowListener):
             self.folder.event("resume", self.resume_detail())
 
     def resume_detail(self) -> str:
-        attempts = {(*slot_of(r), r.session) for r in read_rows(self.folder.layout.tasks, TaskRow)}
-        orphans = sum(
-            (r.cycle, r.repeat, r.task_id, r.session) not in attempts
-            for r in read_rows(self.folder.layout.calls, CallRow)
-        )
+        tries = {row.attempt for row in read_rows(self.folder.layout.tasks, TaskRow)}
+        orphans = sum(call.attempt not in tries for call in read_rows(self.folder.layout.calls, CallRow))
         repaired = {log.path.name: log.repaired_bytes for log in self.folder.logs if log.repaired_bytes}
         left = "" if self.deadline_at is None else f", {max(0.0, self.deadline_at - time.time()):.0f} s left"
         retried = f", {len(self.retried)} to retry ({', '.join(sorted(self.retry))})" if self.retry else ""
@@ -321,9 +317,9 @@ class Runner(RowListener):
                 return
             await self.attempt(*item)
 
-    async def attempt(self, cycle: int, repeat: int, task: TaskSpec) -> None:
-        workdir = self.folder.layout.attempt(task.id, cycle, repeat).path
-        superseded = self.retried.pop((cycle, repeat, task.id), None)
+    async def attempt(self, slot: AttemptId, task: TaskSpec) -> None:
+        workdir = self.folder.layout.attempt(slot).path
+        superseded = self.retried.pop(slot, None)
         if superseded is not None and workdir.exists():  # a retry keeps the superseded attempt's folder beside it
             workdir.rename(unused(workdir.with_name(f"{workdir.name}.session-{superseded}")))
         if workdir.exists():  # a redo after a crash or a cancel starts clean, however deep a tree the attempt left
@@ -332,28 +328,29 @@ class Runner(RowListener):
                 return
         workdir.mkdir(parents=True, exist_ok=True)
         task, _, _, label = self.routing.apply(task)
-        row = await self.run_try(task, cycle, repeat, workdir, label)
+        attempt = replace(slot, session=self.session)
+        row = await self.run_try(task, attempt, workdir, label)
         if row.outcome == "node_lost" and self.scheduling:  # the cluster's fault: once more, on another node
             self.lost(row, "retried on another node")
             self.record(row)
-            row = await self.run_try(task, cycle, repeat, workdir, label)
+            row = await self.run_try(task, attempt, workdir, label)
         if row.outcome == "node_lost":
             self.lost(row, "redone on resume")
         while row.error_kind == DISK_FULL and await self.room.wait(row.error_tail):  # cut short by a full disk: again
             await self.room.recorded(self.record, row)
             await asyncio.to_thread(remove_tree, workdir)
             workdir.mkdir(parents=True, exist_ok=True)
-            row = await self.run_try(task, cycle, repeat, workdir, label)
+            row = await self.run_try(task, attempt, workdir, label)
         await self.room.recorded(self.record, row)
 
     def lost(self, row: TaskRow, then: str) -> None:
         """A try lost with its cluster node: an event naming the node as its source (the report counts per node)."""
-        self.folder.event("node_lost", f"{attempt_name(row.task_id, row.cycle, row.repeat)} lost with its node "
+        self.folder.event("node_lost", f"{row.attempt.name} lost with its node "
                           f"({row.error_kind}): {then}", row.node or "?")
 
-    async def run_try(self, task: TaskSpec, cycle: int, repeat: int, workdir: Path, label: str) -> TaskRow:
+    async def run_try(self, task: TaskSpec, attempt: AttemptId, workdir: Path, label: str) -> TaskRow:
         """One try of an attempt, in flight while it runs; its row, whatever ended it."""
-        key = attempt_name(task.id, cycle, repeat)
+        key = attempt.name
 
         def on_call(row: CallRow) -> None:
             flight.role = flight.role if flight.round else row.role
@@ -362,10 +359,10 @@ class Runner(RowListener):
         def on_step(round_: int, role: str) -> None:
             flight.round, flight.role = round_, role
 
-        context = AttemptContext(self.folder.run_id, self.session, cycle, workdir, label,
-                                 on_call, on_step, self.folder.record_round, repeat=repeat)
+        context = AttemptContext(self.folder.run_id, attempt, workdir, label, on_call, on_step,
+                                 self.folder.record_round)
         job = asyncio.create_task(self.task_fn(task, context))
-        flight = self.in_flight[key] = InFlight(task.id, cycle, repeat, time.time(), job, context)
+        flight = self.in_flight[key] = InFlight(time.time(), job, context)
         try:
             return await job
         except asyncio.CancelledError:
@@ -386,9 +383,9 @@ class Runner(RowListener):
     def unfinished_row(self, task: TaskSpec, flight: InFlight, outcome: Outcome, detail: str,
                        kind: str = "") -> TaskRow:
         """The row of an attempt that returned none: its identity and calls as its context holds them."""
-        return task_row(task, flight.context, started_at=flight.started_at, duration_s=time.time() - flight.started_at,
-                        ending=Ending(outcome, kind or outcome, detail),
-                        limits=AttemptLimits.of(task, self.config.budgets))
+        ending = Ending(outcome, kind or outcome, detail)
+        finished = Finished(flight.started_at, time.time() - flight.started_at, ending)
+        return task_row(task, flight.context, finished, AttemptLimits.of(task, self.config.budgets))
 
     def record(self, row: TaskRow) -> None:
         self.folder.record_task(row)

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from soak.night.loop import REDONE
 from soak.record.folder import RowListener
+from soak.record.identity import AttemptId
 from soak.record.layout import RunLayout
 from soak.record.read import read_attempts, read_rows
 from soak.record.schema import MANGLED, MODEL_OUTCOMES, CallRow, EventRow, RunInfo, TaskRow
@@ -29,9 +30,7 @@ STACK_EVENTS = ("down", "restart", "up")
 class Current:
     """An attempt running now, as the live view shows it."""
 
-    task_id: str
-    cycle: int
-    repeat: int = 1
+    attempt: AttemptId
     started_at: float = 0.0
     """0 = unknown (read from run.json's in_flight)."""
     round: int = 0
@@ -39,17 +38,11 @@ class Current:
     role: str = ""
     calls: int = 0
 
-    @classmethod
-    def from_key(cls, key: str) -> "Current":
-        """From run.json's `task_id/cycle` or `task_id/cycle-repeat` (soak.record.layout.attempt_name)."""
-        task_id, _, name = key.rpartition("/")
-        cycle, _, repeat = name.partition("-")
-        return cls(task_id or key, int(cycle) if cycle.isdigit() else 0, int(repeat) if repeat.isdigit() else 1)
-
     @property
     def place(self) -> str:
         """The cycle, with the repeat when it is a later one."""
-        return str(self.cycle) if self.repeat == 1 else f"{self.cycle}-{self.repeat}"
+        cycle, repeat = self.attempt.cycle, self.attempt.repeat
+        return str(cycle) if repeat == 1 else f"{cycle}-{repeat}"
 
 
 class RunStats(RowListener):
@@ -58,16 +51,16 @@ class RunStats(RowListener):
     def __init__(self, info: RunInfo):
         self.info = info
         self.outcomes: Counter[str] = Counter()
-        self.latest: dict[tuple[str, int, int], str] = {}
-        """(task_id, cycle) -> the outcome that counts for that attempt."""
+        self.latest: dict[AttemptId, str] = {}
+        """An attempt's slot -> the outcome that counts for it."""
         self.calls = 0
         self.mangled_calls = 0
         """Calls whose tool call was judged neither ok nor none (mangled name, bad JSON, path escape...)."""
-        self.revised: dict[tuple[str, int, int], bool] = {}
-        """(task_id, cycle, repeat) of the attempts that went past round 1 -> whether the revision passed."""
+        self.revised: dict[AttemptId, bool] = {}
+        """The slots of the attempts that went past round 1 -> whether the revision passed."""
         self.restarts = 0
         self.recent_calls: deque[float] = deque()
-        self.in_flight: Callable[[], list[Current]] = lambda: [Current.from_key(k) for k in self.info.in_flight]
+        self.in_flight: Callable[[], list[Current]] = lambda: [Current(AttemptId.named(k)) for k in self.info.in_flight]
         """The attempts running now; the runner plugs in its own (round, role, calls and start time)."""
         self.grace: float | None = None
         """Seconds the attempts in flight at the deadline get (the runner's), for the view after the deadline."""
@@ -96,7 +89,7 @@ class RunStats(RowListener):
     def task(self, row: TaskRow) -> None:
         """One attempt's row; a later row of the same attempt, a retry's, supersedes the earlier one
         (soak.record.read.latest_attempts)."""
-        key = (row.task_id, row.cycle, row.repeat)
+        key = row.attempt.slot
         if (earlier := self.latest.get(key)) is not None:
             self.outcomes[earlier] -= 1
             if not self.outcomes[earlier]:
@@ -176,14 +169,14 @@ class RunStats(RowListener):
 
     def current_table(self, now: float) -> Table | Text:
         """The attempts running now: task, cycle, round, role of the call running, calls so far, elapsed."""
-        current = sorted(self.in_flight(), key=lambda c: (c.started_at or now, c.task_id))
+        current = sorted(self.in_flight(), key=lambda c: (c.started_at or now, c.attempt.task_id))
         if not current:
             return Text("in flight: none", style="dim")
         table = Table(box=None, pad_edge=False, title="in flight", title_justify="left", title_style="dim")
         for column in ("task", "cycle", "round", "role", "calls", "elapsed"):
             table.add_column(column, justify="left" if column in ("task", "role") else "right")
         for c in current:
-            table.add_row(c.task_id, c.place, str(c.round or "-"), c.role or "-", str(c.calls),
+            table.add_row(c.attempt.task_id, c.place, str(c.round or "-"), c.role or "-", str(c.calls),
                           span_text(now - c.started_at) if c.started_at else "-")
         return table
 

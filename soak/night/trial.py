@@ -15,6 +15,7 @@ from soak.config import Mode, load_config, with_cli_endpoint
 from soak.llm.client import chat_endpoints
 from soak.night.plan import embed_default_stack
 from soak.paths import data_dir
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow, TaskRow
 from soak.stack.servers import StackSupervisor
 from soak.tasks.suites import find_task
@@ -49,7 +50,7 @@ def try_command(
             f"  {kind} {source} {detail}", markup=False))
         try:
             await stack.start()
-            context = AttemptContext(f"try-{stamp}", 0, 0, workdir, on_call=show)
+            context = AttemptContext(f"try-{stamp}", AttemptId(task.id, 0), workdir, on_call=show)
             return await run_task(task, context, orchestrator=endpoints.get("orchestrator"), coder=endpoints["coder"],
                                   budgets=config.budgets, mode=mode)
         finally:
@@ -92,8 +93,9 @@ def _task_table(row: TaskRow) -> Any:
     table = Table(title=f"task {row.task_id}: {row.outcome}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    for name, value in row.model_dump(exclude={"schema_version", "error_tail"}).items():
-        table.add_row(name, _shown(value, 3))
+    for name in row.columns():
+        if name not in ("schema_version", "error_tail"):
+            table.add_row(name, _shown(getattr(row, name), 3))
     if row.error_tail:
         table.add_row("error_tail", escape(row.error_tail))
     return table

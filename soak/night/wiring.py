@@ -17,7 +17,7 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import read_process, write_process
 from soak.night.attempts import local_attempts
-from soak.night.loop import Readiness, RunEnd, Runner, TaskFn
+from soak.night.loop import Readiness, RunEnd, Runner, SessionStart, TaskFn
 from soak.night.progress import Current, QuietLines, RunStats, live_view, next_steps, summary
 from soak.record.folder import RunFolder
 from soak.record.schema import RunInfo
@@ -182,10 +182,10 @@ async def session(folder: RunFolder, info: RunInfo, config: SoakConfig, tasks: l
                          f"{len([n for n in ray.nodes() if n['Alive']])} nodes", "cluster")
         if task_fn is None:
             task_fn = await local_attempts(config, info.routing, options.judge, cleanup)
-        runner = Runner(folder, info, config, tasks, task_fn, readiness=readiness, detached=options.detached,
-                        retry=options.retry, started_at=options.started_at)
+        runner = Runner(folder, info, config, tasks, task_fn,
+                        SessionStart(readiness, options.detached, options.retry, options.started_at))
         stats.in_flight = lambda: [
-            Current(f.task_id, f.cycle, f.repeat, f.started_at, f.round, f.role, f.context.totals.calls)
+            Current(f.context.attempt, f.started_at, f.round, f.role, f.context.totals.calls)
             for f in list(runner.in_flight.values())
         ]
         stats.grace = None if runner.length is None else runner.grace

@@ -16,7 +16,7 @@ from soak.config import Endpoint
 from soak.errors import BadInput
 from soak.files import describe_validation_error
 from soak.llm.client import ChatEndpoint
-from soak.record.layout import attempt_name
+from soak.record.identity import AttemptId
 from soak.record.read import RunRecord, latest_attempts, load_run, records, resolve_run_dir
 from soak.record.schema import ClaimStatus
 
@@ -39,9 +39,7 @@ class SecondReading:
     """One attempt's claim as the detector read it beside the judge's reading (None: the judge's answer could not be
     read)."""
 
-    task_id: str
-    cycle: int
-    repeat: int
+    attempt: AttemptId
     lexical: Claim
     judged: Claim | None
 
@@ -75,31 +73,29 @@ async def judge_message(chat: ChatEndpoint, text: str) -> Claim | None:
     return judged_claim(result.content)
 
 
-def closing_messages(run: RunRecord) -> tuple[list[tuple[str, int, int, Claim, str]], int]:
-    """(task, cycle, repeat, the recorded claim, the message it was read from) of each counting attempt whose claim
-    was read from words and whose folder kept that message; and how many such attempts kept none (folders of schema
-    version 6 and older)."""
+def closing_messages(run: RunRecord) -> tuple[list[tuple[AttemptId, Claim, str]], int]:
+    """(the attempt, the recorded claim, the message it was read from) of each counting attempt whose claim was read
+    from words and whose folder kept that message; and how many such attempts kept none (folders of schema version 6
+    and older)."""
     found, unkept = [], 0
     for row in records(latest_attempts(run.tasks)):
         if row["claim_source"] not in READ_SOURCES:
             continue
-        task_id, cycle, repeat = str(row["task_id"]), int(row["cycle"]), int(row["repeat"])
-        layout = run.layout.attempt(task_id, cycle, repeat)
+        attempt = AttemptId.of(row)
+        layout = run.layout.attempt(attempt)
         kept = [path for number in reversed(layout.rounds()) if (path := layout.closing(number)).is_file()]
         if not kept:
             unkept += 1
             continue
         claim = Claim(row["claim"], bool(row["claimed_tests_pass"]), str(row["claim_quote"]))
-        found.append((task_id, cycle, repeat, claim, kept[0].read_text(errors="replace")))
+        found.append((attempt, claim, kept[0].read_text(errors="replace")))
     return found, unkept
 
 
-async def second_readings(messages: list[tuple[str, int, int, Claim, str]],
-                          endpoint: Endpoint) -> list[SecondReading]:
+async def second_readings(messages: list[tuple[AttemptId, Claim, str]], endpoint: Endpoint) -> list[SecondReading]:
     chat = ChatEndpoint("judge", endpoint, stale_seconds=120)
     try:
-        return [SecondReading(task, cycle, repeat, claim, await judge_message(chat, text))
-                for task, cycle, repeat, claim, text in messages]
+        return [SecondReading(attempt, claim, await judge_message(chat, text)) for attempt, claim, text in messages]
     finally:
         await chat.close()
 
@@ -114,8 +110,8 @@ def as_json_rows(readings: list[SecondReading]) -> list[dict[str, Any]]:
     def claim(value: Claim | None) -> dict[str, Any] | None:
         return None if value is None else {"status": value.status, "tests_claim": value.tests_claim}
 
-    return [{"task_id": r.task_id, "cycle": r.cycle, "repeat": r.repeat, "lexical": claim(r.lexical),
-             "judge": claim(r.judged),
+    return [{"task_id": r.attempt.task_id, "cycle": r.attempt.cycle, "repeat": r.attempt.repeat,
+             "lexical": claim(r.lexical), "judge": claim(r.judged),
              "agrees": r.agrees, "quote": trimmed(r.lexical.quote)} for r in readings]
 
 
@@ -138,7 +134,6 @@ def claims_command(run: str | None, base_url: str, model: str, api_key_env: str 
             judged = (f"{reading.judged.status}{', tests claimed' if reading.judged.tests_claim else ''}"
                       if reading.judged else "an answer that could not be read")
             lexical = f"{reading.lexical.status}{', tests claimed' if reading.lexical.tests_claim else ''}"
-            name = attempt_name(reading.task_id, reading.cycle, reading.repeat)
-            lines.append(f"  {name}: read {lexical}; the judge read {judged}: "
+            lines.append(f"  {reading.attempt.name}: read {lexical}; the judge read {judged}: "
                          f"{trimmed(reading.lexical.quote)!r}")
     return "\n".join(lines)

@@ -106,7 +106,7 @@ def check_columns(path: Path, model: type[Row]) -> None:
     maps them: a version 1 calls.csv says `attempt` where version 2 says `retry`); otherwise one line says which
     schema versions differ and what still works."""
     header, first = head(path)
-    if not header or [model.former_names.get(name, name) for name in header] == list(model.model_fields):
+    if not header or [model.former_names.get(name, name) for name in header] == model.columns():
         return
     raise BadInput(f"{path}: written with {written_with(header, first)}, whose {model.__name__} columns this soak "
                    f"(schema version {SCHEMA_VERSION}) cannot append to; report, route and compare still read it: "
@@ -128,7 +128,7 @@ class CsvLog(Generic[R]):
 
     def __init__(self, path: Path, model: type[R], *, durable: bool = False):
         self.path, self.model, self.durable = path, model, durable
-        self.columns = list(model.model_fields)
+        self.columns = model.columns()
         check_columns(path, model)
         self.repaired_bytes = repair_tail(path) if path.exists() else 0
         self.lock = threading.Lock()

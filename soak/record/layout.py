@@ -3,16 +3,12 @@
 from dataclasses import dataclass
 from pathlib import Path
 
+from soak.record.identity import AttemptId
+
 ROUND_PREFIX = "round-"
 TRANSCRIPT = "transcript.jsonl"
 TEST_OUTPUT = "test_output.txt"
 """What the tests printed in a round, kept in the round's folder by the judge (soak.sandbox.judge.keep)."""
-
-
-def attempt_name(task_id: str, cycle: int, repeat: int = 1) -> str:
-    """`<task>/<cycle>`, or `<task>/<cycle>-<repeat>` for a later repeat: one attempt's name in the run folder, the
-    heartbeat's list of attempts in flight and the export."""
-    return f"{task_id}/{cycle}" if repeat == 1 else f"{task_id}/{cycle}-{repeat}"
 
 
 @dataclass(frozen=True)
@@ -116,8 +112,9 @@ class RunLayout:
         """run.json or tasks.csv is there (a run whose run.json is lost is still read)."""
         return self.info.exists() or self.tasks.exists()
 
-    def attempt(self, task_id: str, cycle: int, repeat: int = 1) -> AttemptLayout:
-        return AttemptLayout(self.work / attempt_name(task_id, cycle, repeat))
+    def attempt(self, attempt: AttemptId) -> AttemptLayout:
+        """The folder of `attempt`'s slot: every try of it writes there."""
+        return AttemptLayout(self.work / attempt.name)
 
     def transcripts(self) -> list[Path]:
         """Every attempt's transcript in the run."""

@@ -2,7 +2,7 @@
 read_table), run.json through RunInfo (read_info), one attempt whole (RunRecord.attempt), and finding runs; tolerant
 of a run still going, missing files and a torn last row.
 
-The supersede rule lives here too (`latest_attempts`): an attempt is (task_id, cycle, repeat), and of its rows in
+The supersede rule lives here too (`latest_attempts`): an attempt is its AttemptId's slot, and of its rows in
 tasks.csv only the last written counts, so a re-run (`soak run --resume RUN --retry infra_error`, the redo of a
 cancelled attempt, the retry of one lost with its cluster node) replaces the earlier row in every aggregate while the
 file keeps them all. `load_run` (report, route,
@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import pandas as pd
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from soak.errors import BadInput
 from soak.files import load_model
 from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
+from soak.record.identity import ATTEMPT_COLUMNS, SLOT_COLUMNS, AttemptId
 from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.rounds import derived_rounds
 from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, SampleRow, Session, TaskRow
@@ -42,14 +43,6 @@ R = TypeVar("R", bound=Row)
 TABLES: dict[str, type[Row]] = {"tasks": TaskRow, "calls": CallRow, "events": EventRow, "samples": SampleRow,
                                 "rounds": RoundRow}
 TRUE_WORDS = {"true", "1", "yes", "t", "y"}
-Key = tuple[str, int, int, int, str]
-"""(task_id, cycle, repeat, session, node): one try of an attempt (a try lost with its cluster node is retried on
-another node in the same session)."""
-
-
-def attempt_key(row: dict[str, Any]) -> Key:
-    """The Key of a row of tasks.csv, calls.csv or rounds.csv read as a dict."""
-    return str(row["task_id"]), int(row["cycle"]), int(row["repeat"]), int(row["session"]), str(row["node"] or "")
 
 
 @dataclass
@@ -110,35 +103,33 @@ class RunRecord:
         return self.info is not None and not self.info.ended_at
 
     @cached_property
-    def _by_attempt(self) -> tuple[dict[tuple[str, int, int], dict[str, Any]], dict[Key, list[dict[str, Any]]],
-                                   dict[Key, list[dict[str, Any]]]]:
-        """The counting rows by (task_id, cycle, repeat), the calls and the rounds by attempt: grouped once for the run
-        (a DataFrame per attempt costs milliseconds each, minutes over 10k attempts)."""
-        rows = {attempt_key(r)[:3]: r for r in records(self.tasks)}
-        calls: dict[Key, list[dict[str, Any]]] = {}
+    def _by_attempt(self) -> tuple[dict[AttemptId, dict[str, Any]], dict[AttemptId, list[dict[str, Any]]],
+                                   dict[AttemptId, list[dict[str, Any]]]]:
+        """The counting rows by slot, the calls and the rounds by try: grouped once for the run (a DataFrame per
+        attempt costs milliseconds each, minutes over 10k attempts)."""
+        rows = {AttemptId.of(r).slot: r for r in records(self.tasks)}
+        calls: dict[AttemptId, list[dict[str, Any]]] = {}
         for call in records(self.calls.sort_values(["call_index", "retry"], kind="stable")):
-            calls.setdefault(attempt_key(call), []).append(call)
-        rounds: dict[Key, list[dict[str, Any]]] = {}
+            calls.setdefault(AttemptId.of(call), []).append(call)
+        rounds: dict[AttemptId, list[dict[str, Any]]] = {}
         for item in records(self.rounds.sort_values("round", kind="stable")):
-            rounds.setdefault(attempt_key(item), []).append(item)
+            rounds.setdefault(AttemptId.of(item), []).append(item)
         return rows, calls, rounds
 
-    def attempt_keys(self) -> list[tuple[str, int, int]]:
-        """(task_id, cycle, repeat) of each row of `tasks`, in its order: what `attempt` takes."""
-        tasks = self.tasks
-        return [(str(t), int(c), int(r))
-                for t, c, r in zip(tasks["task_id"], tasks["cycle"], tasks["repeat"], strict=True)]
+    def attempt_ids(self) -> list[AttemptId]:
+        """The try of each row of `tasks` (the one that counts), in its order: what `attempt` takes."""
+        return [AttemptId.of(row) for row in records(self.tasks[list(ATTEMPT_COLUMNS)])]
 
-    def attempt(self, task_id: str, cycle: int, repeat: int = 1, *, strict: bool = True) -> AttemptRecord:
-        """The attempt of `task_id` in `cycle` (its `repeat`) that counts (its row in `tasks`), typed; a value its model
-        refuses raises ValidationError, or with `strict` False is kept as read (the report shows an outcome of a later
-        version). KeyError when tasks.csv has no such row."""
+    def attempt(self, attempt: AttemptId, *, strict: bool = True) -> AttemptRecord:
+        """The try that counts of `attempt`'s slot (its row in `tasks`), typed; a value its model refuses raises
+        ValidationError, or with `strict` False is kept as read (the report shows an outcome of a later version).
+        KeyError when tasks.csv has no such row."""
         rows, calls, rounds = self._by_attempt
-        row = model_of(rows[(task_id, cycle, repeat)], TaskRow, strict)
-        key, layout = (task_id, cycle, repeat, row.session, row.node), self.layout.attempt(task_id, cycle, repeat)
-        return AttemptRecord(row, layout, [model_of(call, CallRow, strict) for call in calls.get(key, [])],
+        row = model_of(rows[attempt.slot], TaskRow, strict)
+        counted, layout = row.attempt, self.layout.attempt(attempt)
+        return AttemptRecord(row, layout, [model_of(call, CallRow, strict) for call in calls.get(counted, [])],
                              derived_rounds(row, layout) if self.rounds_derived
-                             else [model_of(item, RoundRow, strict) for item in rounds.get(key, [])])
+                             else [model_of(item, RoundRow, strict) for item in rounds.get(counted, [])])
 
 
 def _kind(annotation: Any) -> str:
@@ -152,9 +143,11 @@ def _kind(annotation: Any) -> str:
     return "str"
 
 
-def _column_kinds(model: type[BaseModel]) -> dict[str, tuple[str, Any, bool]]:
-    """name -> (kind, default, required)."""
-    return {name: (_kind(f.annotation), f.default, f.is_required()) for name, f in model.model_fields.items()}
+def _column_kinds(model: type[Row]) -> dict[str, tuple[str, Any, bool]]:
+    """name -> (kind, default, required), in the CSV's column order."""
+    fields = model.model_fields
+    return {name: (_kind(fields[name].annotation), fields[name].default, fields[name].is_required())
+            for name in model.columns()}
 
 
 def _parse(text: str, text_columns: list[str]) -> pd.DataFrame:
@@ -220,16 +213,13 @@ def read_rows(path: Path, model: type[R]) -> Iterator[R]:
     yield from _models(read_table(path, model, []), model)
 
 
-ATTEMPT_KEY = ["task_id", "cycle", "repeat"]
-"""What names one attempt across sessions: a re-run of it is a later row with the same key."""
-
-
 def latest_attempts(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The supersede rule: of the rows with the same ATTEMPT_KEY only the last written counts (a later session's
-    re-run, or a retry in the same session of a try lost with its cluster node); the rows kept stay in file order."""
+    """The supersede rule: of the rows of the same slot (AttemptId.slot) only the last written counts (a later
+    session's re-run, or a retry in the same session of a try lost with its cluster node); the rows kept stay in file
+    order."""
     if tasks.empty:
         return tasks
-    return tasks.drop_duplicates(ATTEMPT_KEY, keep="last")
+    return tasks.drop_duplicates(list(SLOT_COLUMNS), keep="last")
 
 
 def read_attempts(path: Path) -> list[TaskRow]:

@@ -4,6 +4,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soak.record.identity import AttemptId
+
 SCHEMA_VERSION = 10
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
 (the reader maps the old name) and resumable when its columns differ only by that name.
@@ -87,20 +89,42 @@ class Row(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
 
+    @classmethod
+    def columns(cls) -> list[str]:
+        """The CSV's columns, in order: the fields'."""
+        return list(cls.model_fields)
 
-class TaskRow(Row):
-    """One finished task attempt (tasks.csv)."""
 
+class AttemptRow(Row):
+    """A row of one try of an attempt: its identity columns (AttemptId), shared by tasks.csv, rounds.csv and
+    calls.csv."""
+
+    task_id: str
     cycle: int
     repeat: int = 1
     """Which of its cycle's tries of the task (`--repeat K`: 1..K, spread over the cycle); 1 without repeats."""
     session: int = 0
-    """Run segment: 0 for the first start, +1 per resume; (task_id, cycle, repeat, session) names one attempt."""
+    """Run segment: 0 for the first start, +1 per resume."""
     node: str = ""
     """The Ray node the attempt ran on (`soak run --cluster`), as `<node name>/<first 8 of its id>`; empty: this
-    machine. With (task_id, cycle, repeat, session) it names one try: a try lost with its node and its retry elsewhere
-    differ only here."""
-    task_id: str
+    machine. A try lost with its node and its retry elsewhere differ only here."""
+
+    @property
+    def attempt(self) -> AttemptId:
+        return AttemptId(self.task_id, self.cycle, self.repeat, self.session, self.node)
+
+
+class TaskRow(AttemptRow):
+    """One finished task attempt (tasks.csv)."""
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        """tasks.csv keeps its own order of the identity columns, task_id after node (the other CSVs lead with it)."""
+        fields = list(cls.model_fields)
+        fields.remove("task_id")
+        fields.insert(fields.index("node") + 1, "task_id")
+        return fields
+
     suite: str
     route: str = ""
     """The routing rule applied to this attempt, empty when none."""
@@ -180,16 +204,10 @@ class TaskRow(Row):
     """Exit status of the agent's last run (negative: killed by that signal)."""
 
 
-class RoundRow(Row):
+class RoundRow(AttemptRow):
     """One judged round of an attempt (rounds.csv), written as the judge gives its verdict: the report, the revision
     figures and the export read rounds here, never from what pytest printed."""
 
-    task_id: str
-    cycle: int
-    repeat: int = 1
-    session: int = 0
-    node: str = ""
-    """TaskRow.node."""
     round: int
     result: str
     """What the tests found (soak.sandbox.judge.TestResult): pass, fail, timeout, error or tampered."""
@@ -221,23 +239,16 @@ class RoundRow(Row):
         return self.tests_total > 0 and self.tests_passed == self.tests_total
 
 
-class CallRow(Row):
-    """One try of an LLM call (calls.csv); retries are rows of their own."""
+class CallRow(AttemptRow):
+    """One try of an LLM call (calls.csv); retries are rows of their own. Calls of an attempt cut short by a crash are
+    kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
 
     former_names: ClassVar[dict[str, str]] = {"attempt": "retry"}
 
-    task_id: str
-    cycle: int
-    repeat: int = 1
-    session: int = 0
-    """Same as TaskRow.session: the call belongs to the attempt (task_id, cycle, repeat, session). Calls of an attempt
-    cut short by a crash are kept (the server did serve them) and are the ones whose attempt has no tasks.csv row."""
-    node: str = ""
-    """TaskRow.node."""
     call_index: int
     """Position of the call within its task, counting retries."""
     retry: int = 1
-    """1 for the first try of a call, +1 per retry (a task attempt is (task_id, cycle, repeat, session), not this)."""
+    """1 for the first try of a call, +1 per retry (the task's attempt is the row's AttemptId, not this)."""
     role: Role
     """`agent`: an external agent's call, recorded by the proxy."""
     endpoint: str
@@ -384,7 +395,7 @@ class RunInfo(BaseModel):
     sessions: list[Session] = Field(default_factory=list)
     """The resume history: one entry per start or resume."""
     in_flight: list[str] = Field(default_factory=list)
-    """`soak.record.layout.attempt_name` of the attempts running at the last heartbeat."""
+    """The names (AttemptId.name) of the attempts running at the last heartbeat."""
 
     @property
     def active_seconds(self) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import betaincinv
 
+from soak.record.identity import ATTEMPT_COLUMNS, AttemptId
 from soak.record.reader_figures import DONE_READ_AS_CLAIMED, OTHER_READ_AS_CLAIMED
 from soak.record.schema import MODEL_OUTCOMES, Outcome
 
@@ -228,8 +229,8 @@ its conversation's prefix had been evicted (the system prompt and tools alone ma
 WATCHDOG_SHARE = 0.5
 """A longest silence above this share of the smallest watchdog is one slower turn (a longer history, a busier
 server, an evicted cache) from a cut stream."""
-CALL_KEY = ["task_id", "cycle", "repeat", "session", "call_index", "role"]
-"""Which call a figure came from: its attempt (task_id, cycle, repeat, session), its position and its role."""
+CALL_KEY = [*ATTEMPT_COLUMNS, "call_index", "role"]
+"""Which call a figure came from: its attempt (AttemptId), its position and its role."""
 
 
 def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
@@ -239,9 +240,8 @@ def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
     if values.empty:
         return None
     row = calls.loc[values.idxmax()]
-    return {"seconds": float(row[column]), "task_id": str(row["task_id"]), "cycle": int(row["cycle"]),
-            "repeat": int(row["repeat"]), "session": int(row["session"]), "call_index": int(row["call_index"]),
-            "role": str(row["role"])}
+    return {"seconds": float(row[column]), **AttemptId.of(row.to_dict()).row_fields(),
+            "call_index": int(row["call_index"]), "role": str(row["role"])}
 
 
 def headroom(calls: pd.DataFrame, stale_budget: float | None, agent: str = "",
@@ -267,7 +267,7 @@ def later_turns(calls: pd.DataFrame) -> pd.Series:
     once, so the server could serve it from its prefix cache."""
     ordered = calls.sort_values(["call_index", "retry"], kind="stable")
     answered = (ordered["status"] == "ok").astype(int)
-    attempt_role = [ordered[key] for key in ("task_id", "cycle", "repeat", "session", "node", "role")]
+    attempt_role = [ordered[key] for key in (*ATTEMPT_COLUMNS, "role")]
     before = answered.groupby(attempt_role).cumsum() - answered
     return (before > 0).reindex(calls.index, fill_value=False)
 

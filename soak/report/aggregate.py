@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from soak.record import series
+from soak.record.identity import ATTEMPT_COLUMNS
 from soak.record.read import RunRecord, time_span
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import OUTCOMES, headroom, problem_table, reprefill, span_text, trust, with_calls
@@ -170,8 +171,8 @@ def integrity_over_time(calls: pd.DataFrame, start: float, width: float) -> pd.D
 
 def mangled_examples(calls: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     mangled = calls[calls["integrity"].isin(MANGLED)]
-    return mangled.head(n)[["started_at", "task_id", "cycle", "repeat", "session", "role", "integrity", "tool_names",
-                            "finish_reason", "error"]].reset_index(drop=True)
+    return mangled.head(n)[["started_at", *ATTEMPT_COLUMNS, "role", "integrity", "tool_names", "finish_reason",
+                            "error"]].reset_index(drop=True)
 
 
 def error_kinds(tasks: pd.DataFrame, n: int = 10) -> pd.DataFrame:

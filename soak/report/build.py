@@ -7,6 +7,7 @@ import pandas as pd
 from soak.decisions import course, energy, repeats
 from soak.decisions.sweep import Recommendation, Standing, cost_front
 from soak.record import series
+from soak.record.identity import AttemptId
 from soak.record.read import RunRecord, time_span
 from soak.record.schema import HIT_COUNTERS
 from soak.record.summary import honest_aborts, problem_table
@@ -89,18 +90,17 @@ def mangled_with_excerpts(run: RunRecord) -> list[dict[str, Any]]:
     """The first mangled calls, each with the raw tool call from its task's transcript when one was kept (a call
     judged `missing` made none to show)."""
     examples = records(agg.mangled_examples(run.calls))
-    seen: dict[tuple[str, int, int, int], int] = {}
+    seen: dict[AttemptId, int] = {}
     for example in examples:
         example["raw"] = ""
         if example["integrity"] == "missing":
             continue
-        key = (str(example["task_id"]), int(example["cycle"] or 0), int(example["repeat"] or 1),
-               int(example["session"] or 0))
+        key = AttemptId.of(example)
         try:
-            attempt = run.attempt(*key[:3], strict=False)
+            attempt = run.attempt(key, strict=False)
         except KeyError:  # calls of an attempt with no row (cut short by a crash), or of a superseded one
             continue
-        if attempt.row.session != key[3]:
+        if attempt.row.attempt != key:
             continue
         raw = mangled_tool_calls(attempt.conversation)
         example["raw"] = raw[seen.get(key, 0)] if seen.get(key, 0) < len(raw) else ""

@@ -4,13 +4,14 @@ transcripts too long for a page (`raw/`); every link relative, so the folder wor
 import hashlib
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from soak.record.layout import TRANSCRIPT, attempt_name
+from soak.record.identity import AttemptId
+from soak.record.layout import TRANSCRIPT
 from soak.record.read import RunRecord
 from soak.record.schema import CallRow, TaskRow
 from soak.report import charts, revision
@@ -34,7 +35,8 @@ class Site:
     pages: bool
     runs: list[str] = field(default_factory=list)
     """Folder name per run (position = the run's index in the report)."""
-    attempts: set[tuple[int, str, int, int]] = field(default_factory=set)
+    attempts: set[tuple[int, AttemptId]] = field(default_factory=set)
+    """(run index, slot) of each attempt with a page."""
     problems: set[str] = field(default_factory=set)
 
     @classmethod
@@ -46,25 +48,32 @@ class Site:
         site = cls(pages=pages, runs=names)
         if pages:
             for index, run in enumerate(runs):
-                for task_id, cycle, repeat in run.attempt_keys():
-                    site.attempts.add((index, task_id, cycle, repeat))
-                    site.problems.add(task_id)
+                for attempt in run.attempt_ids():
+                    site.attempts.add((index, attempt.slot))
+                    site.problems.add(attempt.task_id)
         return site
 
     def attempt(self, run: int, task_id: Any, cycle: Any, repeat: Any = 1) -> str:
+        """The page of an attempt as a table row of the report names it (the templates' `attempt_href`)."""
         try:
-            key = (int(run), str(task_id), int(cycle), int(repeat))
+            index, slot = int(run), AttemptId(str(task_id), int(cycle), int(repeat))
         except (TypeError, ValueError):
             return ""
-        if key not in self.attempts:
-            return ""
-        return f"attempts/{self.runs[key[0]]}/{attempt_name(slug(key[1]), key[2], key[3])}.html"
+        return self.page(index, slot) if (index, slot) in self.attempts else ""
+
+    def page(self, run: int, attempt: AttemptId) -> str:
+        return f"attempts/{self.runs[run]}/{self.named(attempt)}.html"
 
     def problem(self, task_id: Any) -> str:
         return f"problems/{slug(str(task_id))}.html" if str(task_id) in self.problems else ""
 
-    def raw(self, run: int, task_id: str, cycle: int, repeat: int) -> str:
-        return f"raw/{self.runs[run]}/{attempt_name(slug(task_id), cycle, repeat)}/{TRANSCRIPT}"
+    def raw(self, run: int, attempt: AttemptId) -> str:
+        return f"raw/{self.runs[run]}/{self.named(attempt)}/{TRANSCRIPT}"
+
+    @staticmethod
+    def named(attempt: AttemptId) -> str:
+        """The attempt's name with its task id made safe for a file name."""
+        return replace(attempt.slot, task_id=slug(attempt.task_id)).name
 
 
 
@@ -112,12 +121,12 @@ def timeline(calls: list[CallRow], start: float) -> dict[str, Any]:
     return {"bars": bars, "height": len(calls) * 14 + 8, "span": span}
 
 
-def attempt_context(run: RunRecord, index: int, key: tuple[str, int, int], site: Site,
+def attempt_context(run: RunRecord, index: int, key: AttemptId, site: Site,
                     out: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(what the attempt page shows, the attempt's summary for problem pages and the revision section) of the
-    attempt (task_id, cycle, repeat)."""
-    task_id, cycle, repeat = key
-    attempt = run.attempt(task_id, cycle, repeat, strict=False)
+    attempt `key`."""
+    task_id, cycle, repeat = key.task_id, key.cycle, key.repeat
+    attempt = run.attempt(key, strict=False)
     row, calls, work = attempt.row, attempt.calls, attempt.layout
     rounds = read_rounds(attempt)
     agent = bool(row.agent)
@@ -125,10 +134,10 @@ def attempt_context(run: RunRecord, index: int, key: tuple[str, int, int], site:
     for item in rounds:
         item.fed_back = transcript.fed_back.get(item.number + 1, "")
     model = row.coder_model or row.agent or row.orchestrator_model or "?"
-    href = site.attempt(index, task_id, cycle, repeat)
+    href = site.page(index, key) if (index, key.slot) in site.attempts else ""
     raw = ""
     if transcript.truncated and out is not None and site.pages:
-        raw = site.raw(index, task_id, cycle, repeat)
+        raw = site.raw(index, key)
         (out / raw).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(work.transcript, out / raw)
     n_calls = row.orchestrator_calls + row.coder_calls + row.agent_calls
@@ -164,7 +173,7 @@ def attempts(runs: list[RunRecord], site: Site, env: jinja2.Environment, out: Pa
     found: list[list[dict[str, Any]]] = []
     for index, run in enumerate(runs):
         summaries = []
-        for key in run.attempt_keys():
+        for key in run.attempt_ids():
             page, summary = attempt_context(run, index, key, site, out)
             summaries.append(summary)
             if template is not None and out is not None and summary["href"]:

@@ -258,7 +258,7 @@ def night(tmp_path: Path, base_url: str, script: str, *args: str, budgets: str =
     seconds = time.monotonic() - started
     tasks = pd.read_csv(path / "tasks.csv", keep_default_na=False)
     calls = pd.read_csv(path / "calls.csv")
-    assert list(tasks.columns) == list(TaskRow.model_fields) and len(tasks) == 1, tasks
+    assert list(tasks.columns) == TaskRow.columns() and len(tasks) == 1, tasks
     assert tasks["agent_calls"].sum() == len(calls) and set(calls["role"]) <= {"agent"}
     assert json.loads((path / "run.json").read_text())["run_id"] == "night"
     for file in path.rglob("*"):

@@ -22,8 +22,9 @@ from soak.config import Budgets, Endpoint, SoakConfig, redact
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import CHARS_PER_TOKEN, estimated_tokens
 from soak.llm.scripted import Say, ScriptedModel
-from soak.night.loop import Runner
+from soak.night.loop import Runner, SessionStart
 from soak.record.folder import RunFolder
+from soak.record.identity import AttemptId
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, RunInfo, RunLimits, TaskRow
 from soak.sandbox.jail import works
@@ -51,7 +52,8 @@ def test_token_cap_fires_on_a_scripted_server_without_usage(task: TaskSpec, tmp_
     coder = ScriptedModel([write(task.reference + "#" * 1000)], usage=False)
     calls: list[CallRow] = []
     row = asyncio.run(run_task(
-        task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=lead, coder=coder,
+        task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append), orchestrator=lead,
+        coder=coder,
         budgets=Budgets(max_completion_tokens=300), mode="delegate",
     ))
     assert row.outcome == "token_cap", row.error_tail
@@ -70,7 +72,8 @@ def test_usage_reported_means_no_estimate(task: TaskSpec, tmp_path: Path):
     coder = ScriptedModel([write(task.reference), Say(content="done")])
     calls: list[CallRow] = []
     row = asyncio.run(run_task(
-        task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=lead, coder=coder,
+        task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append), orchestrator=lead,
+        coder=coder,
         budgets=Budgets(), mode="delegate",
     ))
     assert row.outcome == "pass"
@@ -93,7 +96,8 @@ def test_token_cap_fires_on_llama_cpp_python_through_soaks_loop(task: TaskSpec, 
     async def go() -> TaskRow:
         try:
             return await run_task(
-                task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=chat,
+                task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append),
+                orchestrator=chat,
                 coder=chat, budgets=Budgets(max_completion_tokens=40), mode="delegate",
             )
         finally:
@@ -118,7 +122,7 @@ def test_token_cap_fires_on_llama_cpp_python_through_the_proxy(llama_cpp_python_
         await proxy.start()
         try:
             ledger = Ledger(max_calls=50, max_completion_tokens=20, on_call=rows.append)
-            base_url, token = proxy.open(ProxiedAttempt(ledger, "r", "t", 1))
+            base_url, token = proxy.open(ProxiedAttempt(ledger, "r", AttemptId("t", 1)))
             body = {"model": "sim", "stream": True, "messages": [{"role": "user", "content": "write it"}]}
             async with httpx2.AsyncClient(timeout=30) as client:
                 statuses = []
@@ -223,7 +227,8 @@ def test_a_wall_budget_ending_during_the_tests_kills_them(kind: str, workspaces:
     with PytestWatch(workspaces) as watch:
         started = time.monotonic()
         row = asyncio.run(run_task(
-            task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append), orchestrator=None, coder=coder,
+            task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append),
+            orchestrator=None, coder=coder,
             budgets=Budgets(), mode="direct", judge=functools.partial(judge, kind=kind),
         ))
         returned = time.monotonic() - started
@@ -254,7 +259,7 @@ def test_ctrl_c_during_the_tests_leaves_no_pytest_process(kind: str, workspaces:
     folder.open()
     try:
         with PytestWatch(workspaces, on_running=lambda: os.kill(os.getpid(), signal.SIGINT)) as watch:
-            runner = Runner(folder, info, config, [slow_task()], attempt, readiness=None)
+            runner = Runner(folder, info, config, [slow_task()], attempt, SessionStart(None))
             end = asyncio.run(runner.run())
             alive = watch.alive_after(1.0)
     finally:

@@ -10,6 +10,7 @@ from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Budgets
 from soak.llm.scripted import Say, ScriptedModel
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow, TaskRow
 from soak.tasks.spec import TaskSpec
 
@@ -30,7 +31,8 @@ def attempt(task: TaskSpec, tmp_path: Path, lead: list[Say], coder: list[Say], *
             **budgets: Any) -> tuple[TaskRow, ScriptedModel]:
     orchestrator, coder_model = ScriptedModel(lead, name="lead"), ScriptedModel(coder, name="coder")
     calls: list[CallRow] = []
-    row = asyncio.run(run_task(task, AttemptContext("r", 0, 1, tmp_path / "work", on_call=calls.append),
+    context = AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append)
+    row = asyncio.run(run_task(task, context,
                                orchestrator=orchestrator, coder=coder_model, budgets=Budgets(**budgets), mode=mode))
     assert len(orchestrator.asked) == len(lead) and len(coder_model.asked) == len(coder), "the script was not used up"
     return row, orchestrator

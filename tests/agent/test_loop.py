@@ -23,6 +23,7 @@ from soak.llm.client import ChatEndpoint
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.scripted import Say, ScriptedModel
 from soak.llm.tools import CODER_TOOLS
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.scenario import Scenario
 from soak.sim.server import SimServer
@@ -66,7 +67,8 @@ def attempt(
     async def go() -> TaskRow:
         try:
             return await run_task(
-                task, AttemptContext("run-1", 0, 2, workdir, on_call=calls.append), orchestrator=chat, coder=chat,
+                task, AttemptContext("run-1", AttemptId(task.id, 2), workdir, on_call=calls.append), orchestrator=chat,
+                coder=chat,
                 budgets=Budgets(**budgets), mode=mode,
             )
         finally:
@@ -205,7 +207,8 @@ def scripted(
     calls: list[CallRow] = []
     workdir = tmp_path / "work"
     extra = {"judge": judge} if judge else {}
-    row = asyncio.run(run_task(task, AttemptContext("run-1", 0, 2, workdir, on_call=calls.append), orchestrator=lead,
+    context = AttemptContext("run-1", AttemptId(task.id, 2), workdir, on_call=calls.append)
+    row = asyncio.run(run_task(task, context, orchestrator=lead,
                                coder=coder_model, budgets=Budgets(**budgets), mode=mode, **extra))
     return LoopResult(row, calls, workdir), lead, coder_model
 
@@ -439,7 +442,8 @@ def test_cancellation_propagates(task: TaskSpec, tmp_path: Path):
 
     async def go() -> None:
         running = asyncio.create_task(run_task(
-            task, AttemptContext("r", 0, 0, tmp_path, on_call=calls.append), orchestrator=lead, coder=lead,
+            task, AttemptContext("r", AttemptId(task.id, 0), tmp_path, on_call=calls.append), orchestrator=lead,
+            coder=lead,
             budgets=Budgets(), mode="delegate"))
         await lead.hanging.wait()  # the call is in flight
         running.cancel()

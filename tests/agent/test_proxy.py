@@ -20,6 +20,7 @@ from aiohttp import web
 from soak.agent.attempt import Ledger
 from soak.agent.proxy import ProxiedAttempt, RecordingProxy
 from soak.config import MAX_REQUEST_BYTES, Budgets, Endpoint
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow
 from tests.helpers import FIXTURES
 
@@ -140,7 +141,7 @@ def run(upstream: Upstream, test: Callable[[Rig], Awaitable[None]], base_url: st
             ledger = Ledger(max_calls=int(budgets.get("max_calls", 50)), max_completion_tokens=10**6, on_call=on_call)
             try:
                 async with httpx2.AsyncClient(timeout=30) as client:
-                    opened = proxy.open(ProxiedAttempt(ledger, "r", "t", 1))
+                    opened = proxy.open(ProxiedAttempt(ledger, "r", AttemptId("t", 1)))
                     await test(Rig(proxy, ledger, *opened, rows, recorded, client))
             finally:
                 await proxy.stop()
@@ -382,7 +383,7 @@ def test_an_attempt_token_never_looks_like_an_option():
     take it for an option and the agent exit 2 without a call."""
     proxy = RecordingProxy("sim", Endpoint(base_url="http://127.0.0.1:9/v1", model="sim"), None, Budgets())
     ledger = Ledger(max_calls=1, max_completion_tokens=1, on_call=lambda row: None)
-    tokens = [proxy.open(ProxiedAttempt(ledger, "r", "t", 1))[1] for _ in range(300)]
+    tokens = [proxy.open(ProxiedAttempt(ledger, "r", AttemptId("t", 1)))[1] for _ in range(300)]
     assert len(set(tokens)) == 300 and not [token for token in tokens if token.startswith("-")]
 
 
@@ -618,7 +619,7 @@ def harness(conn: Connection) -> None:
             await proxy.start()
             rows: list[CallRow] = []
             ledger = Ledger(max_calls=50, max_completion_tokens=10**6, on_call=rows.append)
-            conn.send(proxy.open(ProxiedAttempt(ledger, "r", "t", 1)))
+            conn.send(proxy.open(ProxiedAttempt(ledger, "r", AttemptId("t", 1))))
             loop = asyncio.get_running_loop()
             while await loop.run_in_executor(None, conn.recv) == "measure":
                 rss = psutil.Process().memory_info().rss

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
+from soak.record.identity import AttemptId
 from soak.record.layout import RunLayout
 from soak.record.read import read_attempts
 from soak.record.transcript import TranscriptLine, read_transcript
@@ -104,7 +105,8 @@ def assert_round_trip(run: Path, out: Path) -> None:
     exported = list(read_back(out))
     assert exported
     for task, cycle, trajectory in exported:
-        assert said(trajectory) == transcript_said(RunLayout(run).attempt(task, cycle).transcript), (task, cycle)
+        transcript = RunLayout(run).attempt(AttemptId(task, cycle)).transcript
+        assert said(trajectory) == transcript_said(transcript), (task, cycle)
     assert_calls_kept(run, out)
 
 

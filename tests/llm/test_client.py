@@ -12,6 +12,7 @@ from soak.config import Endpoint
 from soak.llm.client import CallContext, ChatEndpoint
 from soak.llm.integrity import ToolCall, judge_tool_calls, path_escapes
 from soak.llm.reply import reasoning_exhausted
+from soak.record.identity import AttemptId
 from soak.record.schema import CallRow
 
 TOOLS = [
@@ -87,8 +88,8 @@ def test_stream_timing_usage_and_reasoning():
         delay=0.01,
     )], extra_body={"reasoning_effort": "low"})
     rows: list[CallRow] = []
-    context = CallContext(run_id="r1", task_id="t", cycle=3, call_index=7)
-    result = run(ep.chat([{"role": "user", "content": "hi"}], role="orchestrator", context=context, on_row=rows.append))
+    context = CallContext("r1", AttemptId("t", 3), call_index=7, on_row=rows.append)
+    result = run(ep.chat([{"role": "user", "content": "hi"}], role="orchestrator", context=context))
     assert result.ok and result.content == "Hello" and result.reasoning == "think more"
     assert result.integrity == "none" and not result.reasoning_exhausted
     assert rows == result.rows and len(rows) == 1
@@ -194,7 +195,7 @@ def test_reasoning_exhausted_in_a_stream():
 def test_truncated_stream_is_retried_then_reported():
     ep, seen = endpoint_with([sse(chunk({"content": "par"}))], retries=2)
     rows: list[CallRow] = []
-    result = run(ep.chat([{"role": "user", "content": "x"}], context=CallContext(call_index=4), on_row=rows.append))
+    result = run(ep.chat([{"role": "user", "content": "x"}], context=CallContext(call_index=4, on_row=rows.append)))
     assert result.status == "truncated" and not result.ok
     assert [r.status for r in rows] == ["truncated"] * 3 and len(seen) == 3
     assert [(r.retry, r.call_index) for r in rows] == [(1, 4), (2, 5), (3, 6)]
@@ -327,7 +328,7 @@ def test_cancel_records_a_cancelled_row_and_propagates():
     rows: list[CallRow] = []
 
     async def scenario() -> None:
-        task = asyncio.create_task(ep.chat([{"role": "user", "content": "x"}], on_row=rows.append))
+        task = asyncio.create_task(ep.chat([{"role": "user", "content": "x"}], context=CallContext(on_row=rows.append)))
         await streaming.wait()  # the reply is streaming: cancel mid-stream
         task.cancel()
         await task
@@ -360,8 +361,8 @@ def test_tool_choice_sent_only_when_configured_and_content_stays_a_string():
 def test_seeded_calls_repeat_per_task_cycle_and_call():
     reply = sse(chunk({"content": "hi"}, finish="stop"), chunk(usage=USAGE))
     seeded, seen = endpoint_with([reply], seed=7)
-    contexts = [CallContext(task_id="a", cycle=1, call_index=0), CallContext(task_id="a", cycle=1, call_index=0),
-                CallContext(task_id="a", cycle=2, call_index=0), CallContext(task_id="b", cycle=1, call_index=0)]
+    contexts = [CallContext(attempt=AttemptId("a", 1)), CallContext(attempt=AttemptId("a", 1)),
+                CallContext(attempt=AttemptId("a", 2)), CallContext(attempt=AttemptId("b", 1))]
     for context in contexts:
         run(seeded.chat([{"role": "user", "content": "x"}], context=context))
     seeds = [request["seed"] for request in seen]
@@ -375,7 +376,7 @@ def test_each_row_keeps_the_sampling_settings_its_request_was_sent_with():
     """temperature and seed as sent (the seed offset per call), top_p from extra_body; none left to the server."""
     reply = sse(chunk({"content": "hi"}, finish="stop"), chunk(usage=USAGE))
     seeded, seen = endpoint_with([reply], seed=7, temperature=0.6, extra_body={"top_p": 0.9})
-    rows = [run(seeded.chat([{"role": "user", "content": "x"}], context=CallContext(task_id="a", cycle=cycle)))
+    rows = [run(seeded.chat([{"role": "user", "content": "x"}], context=CallContext(attempt=AttemptId("a", cycle))))
             .rows[0] for cycle in (1, 2)]
     assert [(r.temperature, r.top_p, r.seed) for r in rows] == [(0.6, 0.9, s["seed"]) for s in seen]
     assert seen[0]["top_p"] == 0.9 and seen[0]["seed"] != seen[1]["seed"]
@@ -395,7 +396,7 @@ def test_scripted_model_rows_are_the_real_clients_rows(arguments: str):
         finish="tool_calls"), chunk(usage=usage))], stale=5.0)
     scripted = ScriptedModel([Say("ok", calls=[("write_file", arguments)], prompt_tokens=40, completion_tokens=5)],
                              name="test", model="m")
-    context = CallContext(run_id="r", task_id="t", cycle=1, call_index=3)
+    context = CallContext("r", AttemptId("t", 1), call_index=3)
     messages = [{"role": "user", "content": "x"}]
     real = run(ep.chat(messages, TOOLS, max_tokens=64, context=context))
     fake = run(scripted.chat(messages, TOOLS, max_tokens=64, context=context))

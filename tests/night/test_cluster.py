@@ -16,7 +16,7 @@ import pytest
 
 from soak import __version__
 from soak.night.cluster import ATTEMPT_PREFIX, worker_of
-from soak.record.read import attempt_key, latest_attempts, load_run, read_rows
+from soak.record.read import latest_attempts, load_run, read_rows
 from soak.record.schema import CallRow, TaskRow
 from soak.sim.server import Scenario, SimServer
 from tests.cluster import LocalCluster
@@ -75,8 +75,8 @@ def calls(folder: Path) -> list[CallRow]:
 def in_flight_on(folder: Path, node: str) -> bool:
     """A try on `node` has made one or two calls and has no row yet: it is running there, with seconds to go (four
     calls of 0.4 s each make an attempt)."""
-    finished = {attempt_key(r.model_dump()) for r in rows(folder)}
-    made = Counter(attempt_key(c.model_dump()) for c in calls(folder) if c.node.startswith(node))
+    finished = {r.attempt for r in rows(folder)}
+    made = Counter(c.attempt for c in calls(folder) if c.node.startswith(node))
     return any(key not in finished and n <= 2 for key, n in made.items())
 
 
@@ -121,9 +121,9 @@ def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_pat
             assert len(again) == 1 and again[0].node.startswith("worker-b/"), again
             assert (data / "lost" / "work" / row.task_id / str(row.cycle) / "workspace" / "solution.py").is_file()
         assert {r.node.split("/")[0] for r in run.tasks.itertuples()} == {"worker-a", "worker-b"}
-        tries = {attempt_key(r.model_dump()) for r in every}
-        assert all(attempt_key(c.model_dump()) in tries for c in calls(data / "lost"))  # every call under its try
-        for attempt in (run.attempt(*key) for key in run.attempt_keys()):
+        tries = {r.attempt for r in every}
+        assert all(c.attempt in tries for c in calls(data / "lost"))  # every call under its try
+        for attempt in (run.attempt(key) for key in run.attempt_ids()):
             assert attempt.calls and {c.node for c in attempt.calls} == {attempt.row.node}
         events = run.events[run.events["kind"] == "node_lost"]
         assert len(events) == len(lost) and set(events["source"]) == {r.node for r in lost}
@@ -160,8 +160,8 @@ def test_a_night_on_two_workers_survives_a_lost_node_and_a_killed_driver(tmp_pat
     run = load_run(data / "killed")
     assert len(run.tasks) == 16 and set(run.tasks["outcome"]) == {"pass"}
     assert {r.session for r in after} == {0, 1} and len(latest_attempts(run.tasks)) == 16
-    cut = {attempt_key(c.model_dump()) for c in calls(data / "killed")} - {attempt_key(r.model_dump()) for r in after}
-    assert cut and all(key[3] == 0 for key in cut)  # the calls of the attempts cut short by the kill are kept
+    cut = {c.attempt for c in calls(data / "killed")} - {r.attempt for r in after}
+    assert cut and all(key.session == 0 for key in cut)  # the calls of the attempts cut short by the kill are kept
 
 
 def test_an_external_agent_runs_on_the_workers_behind_a_proxy_of_their_own(tmp_path, cluster):
@@ -183,7 +183,7 @@ def test_an_external_agent_runs_on_the_workers_behind_a_proxy_of_their_own(tmp_p
     run = load_run(tmp_path / "data" / "night")
     assert list(run.tasks["outcome"]) == ["pass"] * 3 and list(run.tasks["agent_calls"]) == [1] * 3
     assert all(node.startswith("worker-") for node in run.tasks["node"])
-    for attempt in (run.attempt(*key) for key in run.attempt_keys()):
+    for attempt in (run.attempt(key) for key in run.attempt_ids()):
         assert [(c.role, c.node) for c in attempt.calls] == [("agent", attempt.row.node)]
         assert "wrote" in (attempt.layout.path / "round-1" / "agent" / "output.txt").read_text()
 

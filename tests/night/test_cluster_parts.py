@@ -9,12 +9,14 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import replace
 
 import pytest
 
-from soak.agent.attempt import AttemptContext, Ending, task_row
+from soak.agent.attempt import AttemptContext, Ending, Finished, task_row
 from soak.night.cluster import ATTEMPT_PREFIX, attempt_folder, packed, unpacked
 from soak.night.loop import InfraWindow, finished_attempts
+from soak.record.identity import AttemptId
 from soak.record.read import load_run
 from soak.record.schema import RunLimits, TaskRow
 from soak.report import aggregate as agg
@@ -31,14 +33,15 @@ class LostOnce(FakeTasks):
         self.lost, self.always, self.tries = lost, always, []
 
     async def __call__(self, task, attempt: AttemptContext) -> TaskRow:
-        first = (attempt.cycle, task.id) not in self.tries
-        self.tries.append((attempt.cycle, task.id))
-        attempt.node = "a/0000aaaa" if task.id in self.lost and (first or self.always) else "b/0000bbbb"
+        first = attempt.attempt.slot not in self.tries
+        self.tries.append(attempt.attempt.slot)
+        node = "a/0000aaaa" if task.id in self.lost and (first or self.always) else "b/0000bbbb"
+        attempt.attempt = replace(attempt.attempt, node=node)
         row = await super().__call__(task, attempt)
-        if attempt.node.startswith("a/"):
-            return task_row(task, attempt, started_at=row.started_at, duration_s=row.duration_s,
-                            ending=Ending("node_lost", "NodeDiedError", "the node died"))
-        return row.model_copy(update={"node": attempt.node})
+        if node.startswith("a/"):
+            ending = Ending("node_lost", "NodeDiedError", "the node died")
+            return task_row(task, attempt, Finished(row.started_at, row.duration_s, ending))
+        return row
 
 
 def test_a_try_lost_with_its_node_is_recorded_then_retried_once_on_another_node_and_superseded(tmp_path):
@@ -51,7 +54,7 @@ def test_a_try_lost_with_its_node_is_recorded_then_retried_once_on_another_node_
     assert len(rows) == 8 and all(r.session == 0 for r in rows)
     record = load_run(folder.path)
     assert len(record.tasks) == 6 and set(record.tasks["outcome"]) == {"pass"}
-    retried = record.attempt("task-1", 1)
+    retried = record.attempt(AttemptId("task-1", 1))
     assert retried.row.node == "b/0000bbbb" and [c.node for c in retried.calls] == ["b/0000bbbb"] * 2
     assert sum(c.task_id == "task-1" for c in calls_of(folder)) == 4  # the lost try's calls are kept, apart
     assert events_of(folder).count("node_lost") == 2
@@ -65,7 +68,7 @@ def test_a_try_lost_twice_is_not_tried_a_third_time_and_a_resume_redoes_it(tmp_p
     tasks = make_tasks(["task-0", "task-1"])
     run(folder, info, config, LostOnce({"task-1"}, always=True), tasks=tasks)
     assert [(r.task_id, r.outcome) for r in tasks_of(folder) if r.task_id == "task-1"] == [("task-1", "node_lost")] * 2
-    assert finished_attempts(tasks_of(folder)) == {(1, 1, "task-0")}  # a resume runs task-1 again unasked
+    assert finished_attempts(tasks_of(folder)) == {AttemptId("task-0", 1)}  # a resume runs task-1 again unasked
     record = load_run(folder.path)
     nodes = agg.per_node(record.tasks, record.events).set_index("node")
     assert (nodes.loc["a/0000aaaa", "lost"], nodes.loc["a/0000aaaa", "attempts"]) == (2, 0)

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from soak.agent.attempt import AttemptContext, Ledger
 from soak.config import Endpoint, SoakConfig, redact
-from soak.night.loop import END_RESERVE_SECONDS, Runner, deadline_slack, grace_for
+from soak.night.loop import END_RESERVE_SECONDS, Runner, SessionStart, deadline_slack, grace_for
 from soak.night.plan import RunOptions, plan_new_run
 from soak.night.progress import Current, RunStats
 from soak.record.folder import RunFolder
@@ -68,7 +68,7 @@ def test_start_up_counts_toward_the_deadline(tmp_path):
     """The session starts when `soak run` does, not once its stack is up: starting a server eats the night."""
     folder, info, config = new_folder(tmp_path, RunLimits(duration_seconds=600))
     began = time.time() - 30
-    runner = Runner(folder, info, config, make_tasks(), None, readiness=Never(), started_at=began)
+    runner = Runner(folder, info, config, make_tasks(), None, SessionStart(Never(), started_at=began))
     folder.open()
     try:
         runner.begin()
@@ -91,8 +91,8 @@ def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
     told = Counter()
 
     async def task_fn(task: TaskSpec, attempt: AttemptContext) -> TaskRow:
-        ledger = Ledger(max_calls=10, max_completion_tokens=10**6, on_call=attempt.stamp, totals=attempt.totals)
-        ledger.record(CallRow(run_id="", task_id=task.id, cycle=attempt.cycle, call_index=0, role="orchestrator",
+        ledger = Ledger(max_calls=10, max_completion_tokens=10**6, on_call=attempt.on_call, totals=attempt.totals)
+        ledger.record(CallRow(run_id=attempt.run_id, **attempt.attempt.row_fields(), call_index=0, role="orchestrator",
                               endpoint="e", model="m", stream=True, started_at=time.time(), duration_s=0.1))
         attempt.on_step(2, "coder")
         told[task.id] += 1
@@ -100,15 +100,15 @@ def test_the_live_view_shows_each_attempt_round_role_and_elapsed_time(tmp_path):
             stepped.set()
         await release.wait()
         now = time.time()
-        return TaskRow(run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, task_id=task.id,
+        return TaskRow(run_id=attempt.run_id, **attempt.attempt.row_fields(),
                        suite="test", started_at=now, ended_at=now, duration_s=0.0, outcome="pass", rounds=2)
 
     async def night() -> str:
         stats = RunStats(info)
         folder.listeners.append(stats)
-        runner = Runner(folder, info, config, make_tasks(2), task_fn, readiness=Never())
+        runner = Runner(folder, info, config, make_tasks(2), task_fn, SessionStart(Never()))
         stats.in_flight = lambda: [
-            Current(f.task_id, f.cycle, f.repeat, f.started_at, f.round, f.role, f.context.totals.calls)
+            Current(f.context.attempt, f.started_at, f.round, f.role, f.context.totals.calls)
             for f in runner.in_flight.values()
         ]
         job = asyncio.create_task(runner.run())

@@ -14,7 +14,7 @@ import pytest
 
 import soak.night.room as room
 from soak.errors import DiskFull, exit_line
-from soak.night.loop import Runner
+from soak.night.loop import Runner, SessionStart
 from soak.record.folder import CsvLog, RowListener, RunFolder
 from soak.record.schema import EventRow, RunLimits
 from tests.night.test_loop import FakeTasks, Never, calls_of, make_tasks, new_folder, tasks_of
@@ -65,7 +65,7 @@ def night(folder, info, config, tasks, listener=None):
     if listener:
         folder.listeners.append(listener)
     try:
-        return asyncio.run(Runner(folder, info, config, make_tasks(), tasks, readiness=Never()).run())
+        return asyncio.run(Runner(folder, info, config, make_tasks(), tasks, SessionStart(Never())).run())
     finally:
         folder.close()
 
@@ -154,7 +154,7 @@ def test_a_stop_ends_the_wait_for_room_at_once(small_disk):
             fill(small_disk)
 
     runner = Runner(folder, info, config, make_tasks(), FakeTasks(calls=3, hook=on_attempt,
-                                                                  outcome=lambda t, n: "pass"), readiness=Never())
+                                                                  outcome=lambda t, n: "pass"), SessionStart(Never()))
 
     class StopOnPause(RowListener):
         def event(self, row: EventRow) -> None:

@@ -17,9 +17,10 @@ from rich.console import Console
 from soak.agent.attempt import AttemptContext, Ledger
 from soak.config import Endpoint, SoakConfig, redact
 from soak.night.lifecycle import run_state
-from soak.night.loop import Runner, Schedule
+from soak.night.loop import Runner, Schedule, SessionStart
 from soak.night.wiring import EndpointProbe, SessionOptions, read_pid, run_night, unmanaged_base_urls
 from soak.record.folder import RunFolder
+from soak.record.identity import AttemptId
 from soak.record.read import read_rows
 from soak.record.schema import CallRow, EventRow, RunInfo, RunLimits, Session, TaskRow
 from soak.stack.servers import free_port
@@ -49,16 +50,16 @@ class FakeTasks:
 
     async def __call__(self, task: TaskSpec, attempt: AttemptContext) -> TaskRow:
         started = time.time()
-        self.started.append((attempt.cycle, task.id, started))
-        self.slots.append((attempt.cycle, attempt.repeat, task.id))
+        self.started.append((attempt.attempt.cycle, task.id, started))
+        self.slots.append((attempt.attempt.cycle, attempt.attempt.repeat, task.id))
         n = len(self.started)
         if self.hook:
             self.hook(n)
-        ledger = Ledger(max_calls=10**6, max_completion_tokens=10**9, on_call=attempt.stamp, totals=attempt.totals)
+        ledger = Ledger(max_calls=10**6, max_completion_tokens=10**9, on_call=attempt.on_call, totals=attempt.totals)
         for index in range(self.calls):
             await asyncio.sleep(self.rng.uniform(0, 2 * self.seconds) if self.rng else self.seconds / self.calls)
             ledger.record(CallRow(
-                run_id="", task_id=task.id, cycle=attempt.cycle, call_index=index, role="coder" if index else
+                run_id=attempt.run_id, **attempt.attempt.row_fields(), call_index=index, role="coder" if index else
                 "orchestrator", endpoint="e", model="m", stream=True, started_at=time.time(), duration_s=0.01,
                 completion_tokens=5, error="multi\nline, \"quoted\"",
             ))
@@ -67,7 +68,7 @@ class FakeTasks:
             raise ValueError("scripted harness bug")
         ended = time.time()
         return TaskRow(
-            run_id=attempt.run_id, session=attempt.session, cycle=attempt.cycle, repeat=attempt.repeat, task_id=task.id,
+            run_id=attempt.run_id, **attempt.attempt.row_fields(),
             suite=task.suite, started_at=started, ended_at=ended, duration_s=ended - started, outcome=outcome,
             orchestrator_calls=1, coder_calls=self.calls - 1, completion_tokens=5 * self.calls,
         )
@@ -108,7 +109,7 @@ def run(folder: RunFolder, info: RunInfo, config: SoakConfig, task_fn, tasks=Non
     out = io.StringIO()
     folder.open()
     try:
-        runner = Runner(folder, info, config, tasks or make_tasks(), task_fn, readiness=readiness or Never())
+        runner = Runner(folder, info, config, tasks or make_tasks(), task_fn, SessionStart(readiness or Never()))
         end = asyncio.run(runner.run())
     finally:
         folder.close()
@@ -175,11 +176,11 @@ def test_cycles_are_seeded_shuffles_of_the_whole_suite(tmp_path):
 def test_schedule_picks_up_a_cycle_where_it_stopped():
     tasks = make_tasks()
     order = Schedule(tasks, 3, RunLimits(), set()).order(2)
-    done = {(1, 1, t) for t in TASK_IDS} | {(2, 1, t) for t in order[:2]} | {(3, 1, order[0])}
+    done = {AttemptId(t, 1) for t in TASK_IDS} | {AttemptId(t, 2) for t in order[:2]} | {AttemptId(order[0], 3)}
     schedule = Schedule(tasks, 3, RunLimits(max_tasks=len(done) + 5), done)
     taken = [schedule.take() for _ in range(6)]
-    assert [(c, r, t.id) for c, r, t in taken[:4]] == [(2, 1, t) for t in order[2:]]
-    assert taken[4][:2] == (3, 1) and taken[4][2].id != order[0]
+    assert [(slot, task.id) for slot, task in taken[:4]] == [(AttemptId(t, 2), t) for t in order[2:]]
+    assert taken[4][0].cycle == 3 and taken[4][0].repeat == 1 and taken[4][1].id != order[0]
     assert taken[5] is None and schedule.end_reason == "tasks"
 
 
@@ -203,9 +204,9 @@ def test_repeats_run_each_task_k_times_per_cycle_one_pass_apart(tmp_path):
     assert {p.name for p in (folder.path / "work" / TASK_IDS[0]).iterdir()} == {"1", "1-2", "1-3", "2", "2-2", "2-3"}
 
     order = Schedule(make_tasks(), config.seed, RunLimits(), set()).order(1)
-    done = {(1, 1, t) for t in TASK_IDS} | {(1, 2, order[0])}
+    done = {AttemptId(t, 1) for t in TASK_IDS} | {AttemptId(order[0], 1, 2)}
     schedule = Schedule(make_tasks(), config.seed, RunLimits(max_cycles=1, repeats=3), done)
-    left = [(c, r, t.id) for c, r, t in iter(schedule.take, None)]
+    left = [(slot.cycle, slot.repeat, task.id) for slot, task in iter(schedule.take, None)]
     assert left == [(1, 2, t) for t in order[1:]] + [(1, 3, t) for t in order]
 
 
@@ -217,7 +218,7 @@ def test_deadline_stops_scheduling_and_grace_cancels_the_stragglers(tmp_path):
 
     async def sometimes_endless(task, attempt):  # every attempt after the first: a straggler however slow the host
         if len(fake.started) >= 1 and task.id in slow:
-            fake.started.append((attempt.cycle, task.id, time.time()))
+            fake.started.append((attempt.attempt.cycle, task.id, time.time()))
             await asyncio.sleep(30)
         return await original(task, attempt)
 
@@ -373,7 +374,7 @@ def test_resume_gets_the_remaining_time_of_the_duration(tmp_path):
     info.sessions.append(Session(session=0, pid=1, started_at=now - 1000, last_seen_at=now - 901))
     folder.write_info(info)
     folder.open()
-    runner = Runner(folder, info, config, make_tasks(), FakeTasks(), readiness=Never())
+    runner = Runner(folder, info, config, make_tasks(), FakeTasks(), SessionStart(Never()))
     runner.begin()
     folder.close()
     assert runner.deadline_at == pytest.approx(time.time() + 1, abs=0.5)
@@ -783,8 +784,8 @@ def test_retry_reruns_those_outcomes_and_the_new_rows_supersede_the_old(tmp_path
     runner_tasks = make_tasks()
     folder.open()
     try:
-        runner = Runner(folder, folder.read_info(), config, runner_tasks, retried, readiness=Never(),
-                        retry=("infra_error",))
+        runner = Runner(folder, folder.read_info(), config, runner_tasks, retried,
+                        SessionStart(Never(), retry=("infra_error",)))
         assert runner.schedule.taken == 10
         end = asyncio.run(runner.run())
     finally:

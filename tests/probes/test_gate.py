@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from soak.cli import main
+from soak.record.identity import AttemptId
 from soak.sim.scenario import Cache, Fault
 from soak.stack.servers import free_port
 
@@ -143,7 +144,7 @@ def test_gate_all_replays_the_newest_transcript_with_two_assistant_turns(tmp_pat
         layout = RunLayout(tmp_path / run_id)
         layout.info.parent.mkdir(parents=True)
         layout.info.write_text("{}")
-        found[run_id] = layout.attempt("t", 0).transcript
+        found[run_id] = layout.attempt(AttemptId("t", 0)).transcript
         found[run_id].parent.mkdir(parents=True)
         found[run_id].write_text(turn * turns)
         os.utime(found[run_id], (1e9 - age, 1e9 - age))

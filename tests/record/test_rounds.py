@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from soak.cli import main
 from soak.paths import builtin_tasks_dir
+from soak.record.identity import AttemptId
 from soak.record.read import load_run
 from soak.record.transcript import answering_calls
 from soak.sandbox.judge import judge
@@ -150,7 +151,7 @@ def test_every_transcript_line_names_its_call(night):
     is the one the fallback (tool names, in order) finds in a transcript without them."""
     run = load_run(night)
     for task_id, cycle in zip(run.tasks["task_id"], run.tasks["cycle"], strict=True):
-        attempt = run.attempt(task_id, int(cycle))
+        attempt = run.attempt(AttemptId(task_id, int(cycle)))
         indexes = {call.call_index for call in attempt.calls}
         lines = [line for line, _ in attempt.conversation]
         assert lines and all(line.call_index is not None for line in lines)
@@ -171,7 +172,8 @@ def test_a_version_5_folder_derives_its_rounds_and_is_refused_by_a_resume(night,
     assert record.rounds_derived and record.rounds.empty
     assert any("rounds.csv: none (schema version 5 or older)" in note for note in record.notes)
     for task_id, cycle in zip(current.tasks["task_id"], current.tasks["cycle"], strict=True):
-        derived, judged = record.attempt(task_id, int(cycle)).rounds, current.attempt(task_id, int(cycle)).rounds
+        attempt = AttemptId(task_id, int(cycle))
+        derived, judged = record.attempt(attempt).rounds, current.attempt(attempt).rounds
         assert all(r.derived and r.schema_version == 5 for r in derived)
         keep = {"round", "tests_passed", "tests_total", "entry_sha256", "entry_bytes", "noop"}
         assert [r.model_dump(include=keep) for r in derived] == [r.model_dump(include=keep) for r in judged]

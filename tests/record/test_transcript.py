@@ -1,6 +1,7 @@
 from typing import get_args
 
 from soak.llm.integrity import ToolCall, judge_tool_calls
+from soak.record.identity import AttemptId
 from soak.record.layout import RunLayout
 from soak.record.schema import MANGLED, Integrity
 from soak.record.transcript import TranscriptLine, append_line, read_transcript
@@ -13,7 +14,7 @@ def call(call_id: str, name: str, arguments: str) -> dict:
 
 
 def test_lines_written_are_read_back_in_order_and_a_torn_line_is_skipped(tmp_path):
-    path = RunLayout(tmp_path / "run").attempt("word-frequency", 0).transcript
+    path = RunLayout(tmp_path / "run").attempt(AttemptId("word-frequency", 0)).transcript
     path.parent.mkdir(parents=True)
     said = {"role": "assistant", "content": "", "reasoning": "think", "tool_calls": [call("c1", "write_file", "{")]}
     with path.open("a") as handle:

@@ -41,7 +41,7 @@ def as_version_1(folder: RunFolder) -> None:
 
 def without_column(folder: RunFolder, csv_path: Path, column_name: str, row_model: type, version: int) -> None:
     """The folder as an older soak wrote it: `column_name` missing from that CSV, and that schema_version."""
-    column = list(row_model.model_fields).index(column_name)
+    column = row_model.columns().index(column_name)
     rewrite(csv_path, lambda header, row: (row if row is header else [str(version), *row[1:]])[:column]
             + row[column + 1:])
     info = json.loads(folder.layout.info.read_text())
@@ -228,6 +228,6 @@ def test_a_version_8_folder_is_read_as_run_on_this_machine_and_refused_by_a_resu
         assert "node" not in path.read_text().splitlines()[0].split(",")
     record = load_run(folder.path)
     assert list(record.tasks["node"]) == list(record.calls["node"]) == ["", ""]
-    attempt = record.attempt(*record.attempt_keys()[0])
+    attempt = record.attempt(record.attempt_ids()[0])
     assert attempt.row.node == "" and len(attempt.calls) == 1
     assert_reported_routed_and_refused(tmp_path, folder, 8)

@@ -1,5 +1,6 @@
 import json
 
+from soak.record.identity import AttemptId
 from soak.record.layout import RunLayout
 from soak.record.schema import CallRow
 from soak.record.transcript import TranscriptLine, answering_calls, read_transcript
@@ -16,7 +17,7 @@ def said(*calls: dict, verdicts: dict | None = None) -> dict:
 
 
 def write(tmp_path, lines: list[dict]):
-    attempt = RunLayout(tmp_path / "run").attempt("lru-cache", 0)
+    attempt = RunLayout(tmp_path / "run").attempt(AttemptId("lru-cache", 0))
     attempt.path.mkdir(parents=True)
     attempt.transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return attempt
@@ -59,4 +60,4 @@ def test_an_older_transcript_falls_back_to_its_calls_verdicts_then_to_how_the_ca
     ])
     found = excerpts(attempt, [("write_file", "ok"), ("run_tests", "unknown_tool")])
     assert names(found) == ["run_tests", 'write_file{"path": "s.py"}']
-    assert excerpts(RunLayout(tmp_path / "none").attempt("x", 0), []) == []
+    assert excerpts(RunLayout(tmp_path / "none").attempt(AttemptId("x", 0)), []) == []

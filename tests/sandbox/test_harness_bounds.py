@@ -17,6 +17,7 @@ from soak.agent.attempt import AttemptContext
 from soak.agent.loop import run_task
 from soak.config import Budgets
 from soak.llm.scripted import Say, ScriptedModel
+from soak.record.identity import AttemptId
 from soak.sandbox import scan
 from soak.sandbox import scanning as scanning_module
 from soak.sandbox.jail import MiB, ResourceLimits
@@ -124,7 +125,8 @@ def test_a_round_over_the_limit_fails_unrun_and_the_next_round_is_told_why(task,
 
     coder = ScriptedModel([write(valid_python(2 * MiB)), Say(content="done"), write(task.reference),
                            Say(content="done")])
-    row = asyncio.run(run_task(task, AttemptContext("r", 0, 1, tmp_path), orchestrator=None, coder=coder,
+    context = AttemptContext("r", AttemptId(task.id, 1), tmp_path)
+    row = asyncio.run(run_task(task, context, orchestrator=None, coder=coder,
                                budgets=Budgets(max_rounds=2), mode="direct"))
     assert (row.outcome, row.rounds) == ("pass", 2), row.error_tail
     revision = coder.asked[2].messages[-1]["content"]
