@@ -279,7 +279,7 @@ MAX_FUNCTION_LINES = 80
 MAX_PARAMETERS = 6
 """Not counting self or cls: past six, the parameters that travel together want a value object."""
 STILL_OVER = {
-    "soak/probes/sessions.py:take_turn", "soak/agent/loop.py:run_task",
+    "soak/probes/sessions.py:take_turn",
 }
 """The functions over a limit when the rule came in, each still to be split; the list only shrinks."""
 

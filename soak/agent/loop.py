@@ -12,7 +12,7 @@ from soak.agent.attempt import AttemptContext, AttemptCore, InfraFailure, Judge,
 from soak.agent.claims import Claim, claim_of, trimmed
 from soak.agent.prompts import opening, revision
 from soak.agent.tools import fenced_code, refusal, run_file_tool
-from soak.config import Budgets, Mode
+from soak.config import Budgets
 from soak.llm.client import CallContext, CallResult, ChatModel
 from soak.llm.integrity import ToolCall, judge_call, required_params
 from soak.llm.tools import CODER_TOOLS, FINISH_STATUSES, ORCHESTRATOR_TOOLS
@@ -46,13 +46,12 @@ def finish_claim(arguments: dict[str, Any]) -> Claim | None:
 
 
 async def run_task(task: TaskSpec, context: AttemptContext, *, orchestrator: ChatModel | None, coder: ChatModel,
-                   budgets: Budgets, mode: Mode, judge: Judge | None = None) -> TaskRow:
-    """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates.
+                   budgets: Budgets, judge: Judge | None = None) -> TaskRow:
+    """Run one task attempt and return its row; task-level problems become outcomes, cancellation propagates. With an
+    `orchestrator` it delegates to the coder (mode delegate), without one the coder works alone (mode direct).
     `context.on_step(round, role)` is told as each call starts (a live view's current round and step)."""
-    if mode == "delegate" and orchestrator is None:
-        orchestrator = coder
     core = AttemptCore(task, budgets, context, judge=judge or judge_solution)
-    return await core.run(Delegation(core, orchestrator if mode == "delegate" else None, coder))
+    return await core.run(Delegation(core, orchestrator, coder))
 
 
 class Delegation:

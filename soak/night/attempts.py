@@ -36,7 +36,7 @@ class AgentTasks:
         coder = self.routing.apply(task).coder or self.config.roles.coder
         orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
         return await self.run_task(task, context, orchestrator=orchestrator, coder=self.endpoints[coder],
-                                   budgets=self.config.budgets, mode=self.config.mode, judge=self.judge)
+                                   budgets=self.config.budgets, judge=self.judge)
 
     async def close(self) -> None:
         for endpoint in self.endpoints.values():

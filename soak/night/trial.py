@@ -52,7 +52,7 @@ def try_command(
             await stack.start()
             context = AttemptContext(f"try-{stamp}", AttemptId(task.id, 0), workdir, on_call=show)
             return await run_task(task, context, orchestrator=endpoints.get("orchestrator"), coder=endpoints["coder"],
-                                  budgets=config.budgets, mode=mode)
+                                  budgets=config.budgets)
         finally:
             for endpoint in set(endpoints.values()):
                 await endpoint.close()

@@ -54,7 +54,7 @@ def test_token_cap_fires_on_a_scripted_server_without_usage(task: TaskSpec, tmp_
     row = asyncio.run(run_task(
         task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append), orchestrator=lead,
         coder=coder,
-        budgets=Budgets(max_completion_tokens=300), mode="delegate",
+        budgets=Budgets(max_completion_tokens=300),
     ))
     assert row.outcome == "token_cap", row.error_tail
     assert "estimated from the text" in row.error_tail and "no usage" in row.error_tail
@@ -74,7 +74,7 @@ def test_usage_reported_means_no_estimate(task: TaskSpec, tmp_path: Path):
     row = asyncio.run(run_task(
         task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append), orchestrator=lead,
         coder=coder,
-        budgets=Budgets(), mode="delegate",
+        budgets=Budgets(),
     ))
     assert row.outcome == "pass"
     assert all(c.completion_tokens and c.estimated_completion_tokens is None for c in calls)
@@ -98,7 +98,7 @@ def test_token_cap_fires_on_llama_cpp_python_through_soaks_loop(task: TaskSpec, 
             return await run_task(
                 task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append),
                 orchestrator=chat,
-                coder=chat, budgets=Budgets(max_completion_tokens=40), mode="delegate",
+                coder=chat, budgets=Budgets(max_completion_tokens=40),
             )
         finally:
             await chat.close()
@@ -229,7 +229,7 @@ def test_a_wall_budget_ending_during_the_tests_kills_them(kind: str, workspaces:
         row = asyncio.run(run_task(
             task, AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append),
             orchestrator=None, coder=coder,
-            budgets=Budgets(), mode="direct", judge=functools.partial(judge, kind=kind),
+            budgets=Budgets(), judge=functools.partial(judge, kind=kind),
         ))
         returned = time.monotonic() - started
         alive = watch.alive_after(1.0)
@@ -253,7 +253,7 @@ def test_ctrl_c_during_the_tests_leaves_no_pytest_process(kind: str, workspaces:
 
     async def attempt(task: TaskSpec, at: AttemptContext) -> TaskRow:
         coder = ScriptedModel([write(SOLUTION), Say(content="written")])
-        return await run_task(task, at, orchestrator=None, coder=coder, budgets=Budgets(), mode="direct",
+        return await run_task(task, at, orchestrator=None, coder=coder, budgets=Budgets(),
                               judge=functools.partial(judge, kind=kind))
 
     folder.open()

@@ -33,7 +33,8 @@ def attempt(task: TaskSpec, tmp_path: Path, lead: list[Say], coder: list[Say], *
     calls: list[CallRow] = []
     context = AttemptContext("r", AttemptId(task.id, 1), tmp_path / "work", on_call=calls.append)
     row = asyncio.run(run_task(task, context,
-                               orchestrator=orchestrator, coder=coder_model, budgets=Budgets(**budgets), mode=mode))
+                               orchestrator=orchestrator if mode == "delegate" else None, coder=coder_model,
+                               budgets=Budgets(**budgets)))
     assert len(orchestrator.asked) == len(lead) and len(coder_model.asked) == len(coder), "the script was not used up"
     return row, orchestrator
 

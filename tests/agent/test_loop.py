@@ -61,15 +61,16 @@ def attempt(
 ) -> LoopResult:
     settings = {"base_url": base_url, "model": "sim", "retry_backoff_seconds": 0.01, "retries": 2, **(endpoint or {})}
     chat = ChatEndpoint("sim", Endpoint(**settings), stale)
+    lead = chat if mode == "delegate" else None
     calls: list[CallRow] = []
     workdir = tmp_path / "work"
 
     async def go() -> TaskRow:
         try:
             return await run_task(
-                task, AttemptContext("run-1", AttemptId(task.id, 2), workdir, on_call=calls.append), orchestrator=chat,
+                task, AttemptContext("run-1", AttemptId(task.id, 2), workdir, on_call=calls.append), orchestrator=lead,
                 coder=chat,
-                budgets=Budgets(**budgets), mode=mode,
+                budgets=Budgets(**budgets),
             )
         finally:
             await chat.close()
@@ -208,8 +209,8 @@ def scripted(
     workdir = tmp_path / "work"
     extra = {"judge": judge} if judge else {}
     context = AttemptContext("run-1", AttemptId(task.id, 2), workdir, on_call=calls.append)
-    row = asyncio.run(run_task(task, context, orchestrator=lead,
-                               coder=coder_model, budgets=Budgets(**budgets), mode=mode, **extra))
+    row = asyncio.run(run_task(task, context, orchestrator=lead if mode == "delegate" else None,
+                               coder=coder_model, budgets=Budgets(**budgets), **extra))
     return LoopResult(row, calls, workdir), lead, coder_model
 
 
@@ -444,7 +445,7 @@ def test_cancellation_propagates(task: TaskSpec, tmp_path: Path):
         running = asyncio.create_task(run_task(
             task, AttemptContext("r", AttemptId(task.id, 0), tmp_path, on_call=calls.append), orchestrator=lead,
             coder=lead,
-            budgets=Budgets(), mode="delegate"))
+            budgets=Budgets()))
         await lead.hanging.wait()  # the call is in flight
         running.cancel()
         await running

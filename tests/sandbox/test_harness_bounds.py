@@ -127,7 +127,7 @@ def test_a_round_over_the_limit_fails_unrun_and_the_next_round_is_told_why(task,
                            Say(content="done")])
     context = AttemptContext("r", AttemptId(task.id, 1), tmp_path)
     row = asyncio.run(run_task(task, context, orchestrator=None, coder=coder,
-                               budgets=Budgets(max_rounds=2), mode="direct"))
+                               budgets=Budgets(max_rounds=2)))
     assert (row.outcome, row.rounds) == ("pass", 2), row.error_tail
     revision = coder.asked[2].messages[-1]["content"]
     assert f"TooLarge: {task.entry} is {2 * MiB:,} bytes, over the limit of {LIMIT:,} bytes" in revision
