@@ -24,6 +24,7 @@ from soak.record.schema import (
     CallRow,
     EventRow,
     RoundRow,
+    Row,
     RunInfo,
     RunLimits,
     SampleRow,
@@ -152,7 +153,9 @@ def run_folder_sections() -> list[str]:
     for file, model in RUN_FOLDER.items():
         out += [f"## {file if '`' in file else f'`{file}`'}", "", shown(inspect.cleandoc(model.__doc__ or "")), ""]
         what = "column" if file.endswith(".csv") else "key"
-        out += [*field_table(model, model.model_fields, with_default=False, what=what), ""]
+        order = model.columns() if issubclass(model, Row) else list(model.model_fields)  # a CSV's header order
+        out += [*field_table(model, {name: model.model_fields[name] for name in order}, with_default=False,
+                             what=what), ""]
     return out
 
 
