@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from soak.config import SoakConfig
+from soak.record.info import Host, Routing, StartedStack
 from soak.record.schema import (
     SCHEMA_VERSION,
     CallRow,
@@ -36,6 +37,7 @@ from soak.sim.scenario import SCENARIO_DIR, builtin_scenarios
 RUN_FOLDER: dict[str, type[BaseModel]] = {
     "tasks.csv": TaskRow, "rounds.csv": RoundRow, "calls.csv": CallRow, "events.csv": EventRow,
     "samples.csv": SampleRow, "run.json": RunInfo, "run.json `limits`": RunLimits, "run.json `sessions[]`": Session,
+    "run.json `routing`": Routing, "run.json `stack`": StartedStack, "run.json `host`": Host,
 }
 """Each file of a run folder (and run.json's nested objects) and the model that writes it."""
 

@@ -7,9 +7,11 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 
+from soak.config import Agent, Budgets, SoakConfig
 from soak.files import write_atomic
 from soak.record.folder import CsvLog
 from soak.record.identity import AttemptId
+from soak.record.info import Host
 from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.schema import CallRow, EventRow, Row, RunInfo, RunLimits, SampleRow, Session, TaskRow
 
@@ -173,22 +175,22 @@ def build_run(
     info = RunInfo(
         run_id=run_id, created_at=START, started_at=START, ended_at=None if in_progress else end,
         limits=RunLimits(duration_seconds=hours * 3600), versions={"soak": "0.1.0", "python": "3.11"},
-        host={"hostname": "box", "cpus": 16},
+        host=Host(hostname="box", cpus=16),
         sessions=[Session(session=0, pid=4242, started_at=START, last_seen_at=last_seen,
                           stopped_at=None if in_progress else end, reason="" if in_progress else "deadline")],
-        config={
+        config=SoakConfig.model_validate({
             "endpoints": {"default": {"base_url": "http://127.0.0.1:8000/v1", "model": model}},
             "roles": {"orchestrator": "default", "coder": "default"}, "mode": "delegate",
             "budgets": {"task_seconds": 600, "max_calls": 24, "stale_seconds": 360},
             "stack": {"servers": [{"name": engine, "base_url": "http://127.0.0.1:8000/v1"}]},
-        },
+        }),
     )
     write_atomic(layout.info, info.model_dump_json(indent=2))
     return folder
 
 
 def calls_run(root: Path, calls: list[CallRow], *, run_id: str = "calls", stale_seconds: float = 360.0,
-              host: dict | None = None) -> Path:
+              host: Host | None = None) -> Path:
     """A run folder of the given calls, one passed attempt per (task, cycle) they name, the stale budget in its
     config and `host` in run.json: for the figures taken from calls.csv."""
     folder = root / run_id
@@ -200,8 +202,9 @@ def calls_run(root: Path, calls: list[CallRow], *, run_id: str = "calls", stale_
                 duration_s=60, outcome="pass", rounds=1) for task_id, cycle in attempts])
     write_rows(layout.calls, CallRow, calls)
     info = RunInfo(run_id=run_id, created_at=START, started_at=START, ended_at=START + 3600,
-                   limits=RunLimits(max_tasks=len(attempts)), host=host or {},
-                   config={"mode": "agent" if host else "delegate", "budgets": {"stale_seconds": stale_seconds}})
+                   limits=RunLimits(max_tasks=len(attempts)), host=host or Host(),
+                   config=SoakConfig(mode="agent" if host else "delegate", agent=Agent(name="hermes" if host else ""),
+                                     budgets=Budgets(stale_seconds=stale_seconds)))
     write_atomic(layout.info, info.model_dump_json(indent=2))
     return folder
 

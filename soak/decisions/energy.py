@@ -189,7 +189,7 @@ def timeline(samples: pd.DataFrame, start: float, end: float, bins: int = 200) -
 
 def run_energy(run: RunRecord, start: float, end: float) -> dict[str, Any]:
     """`night_energy` of a run folder over its span, priced by its own `[cost]` (none in an older soak's run.json)."""
-    cost = Cost.model_validate(run.config.get("cost") or {})
+    cost = run.config.cost if run.config else Cost()
     return night_energy(run.samples, run.tasks, run.calls, start, end, cost)
 
 

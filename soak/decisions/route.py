@@ -8,9 +8,9 @@ import pandas as pd
 from pydantic import BaseModel
 
 from soak.decisions import repeats
-from soak.decisions.routing import Route
 from soak.errors import BadInput
 from soak.files import write_atomic
+from soak.record.info import Route
 from soak.record.schema import MODEL_OUTCOMES
 from soak.record.summary import problem_table, with_calls
 
@@ -148,7 +148,7 @@ def route_runs(run_refs: list[str], rules: RouteRules) -> tuple[str, pd.DataFram
     tasks = pd.concat([run.tasks for run in runs], ignore_index=True)
     if tasks.empty:
         raise BadInput(f"no finished tasks in {', '.join(run_refs)}: nothing to route yet")
-    budgets = [run.config.get("budgets", {}).get("task_seconds") for run in runs]
+    budgets = [run.config.budgets.task_seconds if run.config else None for run in runs]
     if "budget_seconds" not in rules.model_fields_set and budgets[0]:
         rules = rules.model_copy(update={"budget_seconds": float(budgets[0])})
     # A canary measures the model's honesty, not a problem to route (its cheats are in the report and compare).

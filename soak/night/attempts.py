@@ -8,8 +8,9 @@ from typing import Any
 
 from soak.agent.attempt import AttemptContext
 from soak.config import SoakConfig
-from soak.decisions.routing import Routing
+from soak.decisions.routing import applied
 from soak.night.loop import TaskFn
+from soak.record.info import Routing
 from soak.record.schema import TaskRow
 from soak.tasks.spec import TaskSpec
 
@@ -21,19 +22,19 @@ class AgentTasks:
     `judge` replaces the sandbox (soak.sandbox.judge), e.g. to soak the serving side without paying for pytest.
     """
 
-    def __init__(self, config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None = None):
+    def __init__(self, config: SoakConfig, routing: Routing, judge: Callable[..., Any] | None = None):
         from soak.agent.loop import run_task
         from soak.llm.client import ChatEndpoint
 
         self.config, self.run_task, self.judge = config, run_task, judge
-        self.routing = Routing.model_validate(routing)
+        self.routing = routing
         names = {config.roles.coder, config.roles.orchestrator if config.mode == "delegate" else config.roles.coder}
         names |= {r.endpoint for r in self.routing.tasks.values() if r.action == "escalate" and r.endpoint}
         stale = config.budgets.stale_seconds
         self.endpoints = {name: ChatEndpoint(name, config.endpoints[name], stale) for name in sorted(names)}
 
     async def __call__(self, task: TaskSpec, context: AttemptContext) -> TaskRow:
-        coder = self.routing.apply(task).coder or self.config.roles.coder
+        coder = applied(self.routing, task).coder or self.config.roles.coder
         orchestrator = self.endpoints[self.config.roles.orchestrator] if self.config.mode == "delegate" else None
         return await self.run_task(task, context, orchestrator=orchestrator, coder=self.endpoints[coder],
                                    budgets=self.config.budgets, judge=self.judge)
@@ -43,7 +44,7 @@ class AgentTasks:
             await endpoint.close()
 
 
-async def local_attempts(config: SoakConfig, routing: dict[str, Any], judge: Callable[..., Any] | None,
+async def local_attempts(config: SoakConfig, routing: Routing, judge: Callable[..., Any] | None,
                          cleanup: AsyncExitStack) -> TaskFn:
     """The task function that runs attempts on this machine, closed by `cleanup`: the external agent behind its
     recording proxy (mode "agent") or soak's delegation loop. A cluster node runs its attempts with it too."""

@@ -38,6 +38,7 @@ from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.probes.doctor import Finding
 from soak.record.identity import AttemptId
+from soak.record.info import Routing
 from soak.record.schema import TaskRow
 from soak.sandbox.disk import entries, remove_tree
 from soak.tasks.spec import TaskSpec
@@ -122,7 +123,7 @@ class Place:
     route: str
 
 
-def attempt_on_node(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, place: Place,
+def attempt_on_node(config: SoakConfig, routing: Routing, task: TaskSpec, place: Place,
                     keys: dict[str, str]) -> Iterator[Event]:
     """One attempt, run on the node Ray placed it on, its events streamed back as they come. The API keys come as an
     argument (an object in Ray's store), never in the job's runtime environment, which the dashboard and `ray list
@@ -181,7 +182,7 @@ def worker_of(folder: Path) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-async def run_attempt(config: SoakConfig, routing: dict[str, Any], task: TaskSpec, context: AttemptContext,
+async def run_attempt(config: SoakConfig, routing: Routing, task: TaskSpec, context: AttemptContext,
                       events: asyncio.Queue[Event | None]) -> TaskRow:
     """The attempt as this machine runs it (soak.night.attempts.local_attempts); None on `events` when it ends."""
     from soak.night.attempts import local_attempts
@@ -251,7 +252,7 @@ class ClusterTasks:
     """The night's task function with `--cluster`: each attempt a Ray task, its rows handed to the runner as the
     node sends them; a try lost with its node is a `node_lost` row, and its retry avoids the nodes lost before."""
 
-    def __init__(self, config: SoakConfig, routing: dict[str, Any]) -> None:
+    def __init__(self, config: SoakConfig, routing: Routing) -> None:
         ray = ray_module()
         self.ray, self.config, self.routing = ray, config, routing
         wants = config.cluster

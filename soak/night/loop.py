@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from soak.agent.attempt import AttemptContext, Ending, Finished, task_row
 from soak.agent.limits import AttemptLimits
 from soak.config import ErrorBudget, SoakConfig
-from soak.decisions.routing import Routing
+from soak.decisions.routing import applied
 from soak.errors import is_disk_full
 from soak.night.room import DISK_FULL, Room, unless_full
 from soak.record.folder import RowListener, RunFolder
@@ -182,7 +182,7 @@ class Runner(RowListener):
         self.folder, self.info, self.config, self.task_fn = folder, info, config, task_fn
         self.readiness = start.readiness
         self.session = len(info.sessions)
-        self.routing = Routing.model_validate(info.routing)
+        self.routing = info.routing
         """The routing file: its label goes into the attempt's context, its cap or extension into the task (an
         escalation is the delegation loop's, soak.night.attempts)."""
         self.retry = frozenset(start.retry)
@@ -327,7 +327,7 @@ class Runner(RowListener):
             if not self.scheduling:  # the night stopped meanwhile: no new attempt starts, a resume redoes this one
                 return
         workdir.mkdir(parents=True, exist_ok=True)
-        task, _, _, label = self.routing.apply(task)
+        task, _, _, label = applied(self.routing, task)
         attempt = replace(slot, session=self.session)
         row = await self.run_try(task, attempt, workdir, label)
         if row.outcome == "node_lost" and self.scheduling:  # the cluster's fault: once more, on another node

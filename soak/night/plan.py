@@ -15,10 +15,12 @@ import psutil
 from pydantic import BaseModel, ValidationError
 
 from soak.config import SoakConfig, load_config, redact, with_cli_endpoint
+from soak.decisions.routing import applied, load_routing
 from soak.errors import BadInput
 from soak.files import describe_validation_error
 from soak.night.loop import finished_attempts
 from soak.paths import data_dir
+from soak.record.info import Host, Routing, StartedStack
 from soak.record.layout import RunLayout
 from soak.record.read import read_attempts
 from soak.record.schema import MODEL_OUTCOMES, OUTCOME_MEANINGS, Outcome, RunInfo, RunLimits
@@ -119,7 +121,7 @@ def check_agent(config: SoakConfig) -> None:
         ExternalAgent(config)
 
 
-def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, dict[str, Any]]:
+def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, StartedStack]:
     """No endpoint configured: the embedded llama.cpp server with the bundled model serves both roles."""
     from soak.stack.servers import embedded_default
 
@@ -127,27 +129,17 @@ def embed_default_stack(config: SoakConfig) -> tuple[SoakConfig, dict[str, Any]]
     stack = config.stack.model_copy(update={"servers": [server, *config.stack.servers]})
     update = {"endpoints": {"embedded": endpoint}, "roles": {"orchestrator": "embedded", "coder": "embedded"},
               "stack": stack}
-    return SoakConfig.model_validate({**config.model_dump(), **update}), {**stack_info, "embedded": True}
+    started = StartedStack.model_validate({**stack_info, "embedded": True})
+    return SoakConfig.model_validate({**config.model_dump(), **update}), started
 
 
-def load_routing_dict(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    from soak.decisions.routing import load_routing
-
-    return load_routing(path).model_dump(exclude_none=True)
-
-
-def select_tasks(config: SoakConfig, routing: dict[str, Any]) -> list[TaskSpec]:
+def select_tasks(config: SoakConfig, routing: Routing) -> list[TaskSpec]:
     """The suite with its canary twins (picked from the whole suite, so routing leaves them as they are) minus the
     tasks the routing file skips; every escalation must name a defined endpoint."""
-    from soak.decisions.routing import Routing
-
-    routes = Routing.model_validate(routing)
-    routes.check(config.endpoints)
+    routing.check(config.endpoints)
     suite = load_suites(config.suite)
     suite += night_canaries(suite, config.canary_share, config.seed)
-    tasks = [t for t in suite if not routes.apply(t).skip]
+    tasks = [t for t in suite if not applied(routing, t).skip]
     if not tasks:
         raise BadInput(f"the routing file skips every task of suite {config.suite}")
     return tasks
@@ -163,23 +155,24 @@ def versions() -> dict[str, str]:
     return found
 
 
-def host() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "memory_bytes": psutil.virtual_memory().total}
+def host(config: SoakConfig) -> Host:
+    """The machine the night runs on, and what it offers an external agent (agent_host)."""
+    return Host(hostname=socket.gethostname(), platform=platform.platform(), cpus=os.cpu_count(),
+                memory_bytes=psutil.virtual_memory().total, **agent_host(config).model_dump())
 
 
-def agent_host(config: SoakConfig) -> dict[str, Any]:
+def agent_host(config: SoakConfig) -> Host:
     """What the host offers an external agent: its isolation kind (the report tells an uncontained night by it); and
     the agent's own stale-stream watchdog as it runs here (None when none is known), which the report sets the
     night's longest silences against."""
     if config.mode != "agent":
-        return {}
+        return Host()
     from soak.agent.adapters import adapter_for
     from soak.agent.external import agent_isolation
 
     adapter = adapter_for(config.agent.name)
-    return {"agent_isolation": agent_isolation(config), "agent_name": adapter.name,
-            "agent_stale_seconds": adapter.watchdog_seconds(config.agent.stale_seconds)}
+    return Host(agent_isolation=agent_isolation(config), agent_name=adapter.name,
+                agent_stale_seconds=adapter.watchdog_seconds(config.agent.stale_seconds))
 
 
 def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
@@ -187,16 +180,15 @@ def plan_new_run(opts: RunOptions) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]
     redacted), the resolved config and the tasks."""
     run_id = opts.run_id or new_run_id()
     check_run_id(run_id)
-    stack_info: dict[str, Any] = {}
+    stack = StartedStack()
     if opts.rehearse:
         from soak.night.rehearsal import refuse_flags, rehearsal_config
 
         refuse_flags(opts)
-        config, stack_info = rehearsal_config(data_dir() / run_id, opts.concurrency, opts.seed), {"rehearsal": True}
+        config, stack = rehearsal_config(data_dir() / run_id, opts.concurrency, opts.seed), StartedStack(rehearsal=True)
     else:
         config = resolve_config(opts)
-    return plan_run(config, run_id, opts.limits() or RunLimits(max_cycles=1), load_routing_dict(opts.routing),
-                    stack_info)
+    return plan_run(config, run_id, opts.limits() or RunLimits(max_cycles=1), load_routing(opts.routing), stack)
 
 
 def new_run_id() -> str:
@@ -208,19 +200,19 @@ def check_run_id(run_id: str) -> None:
         raise BadInput(f"run id '{run_id}': use letters, digits, '-', '_' and '.' (up to 100)")
 
 
-def plan_run(config: SoakConfig, run_id: str, limits: RunLimits, routing: dict[str, Any],
-             stack_info: dict[str, Any]) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
+def plan_run(config: SoakConfig, run_id: str, limits: RunLimits, routing: Routing | None = None,
+             stack: StartedStack | None = None) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
     """A resolved config -> run.json's contents, the config (the embedded default when it names no endpoint) and
     the tasks; `soak run` and each configuration of `soak sweep` plan here."""
+    routing, stack = routing or Routing(), stack or StartedStack()
     if not config.endpoints:
-        config, stack_info = embed_default_stack(config)
+        config, stack = embed_default_stack(config)
     for role in ("coder",) if config.mode == "direct" else ("orchestrator", "coder"):
         config.endpoint_for(role)
     tasks = select_tasks(config, routing)
     info = RunInfo(
-        run_id=run_id, created_at=time.time(), config=redact(config.model_dump(mode="json")),
-        limits=limits, routing=routing, stack=stack_info, versions=versions(),
-        host=host() | agent_host(config),
+        run_id=run_id, created_at=time.time(), config=SoakConfig.model_validate(redact(config.model_dump(mode="json"))),
+        limits=limits, routing=routing, stack=stack, versions=versions(), host=host(config),
     )
     return info, config, tasks
 
@@ -258,13 +250,12 @@ def refuse_resume_flags(opts: RunOptions) -> None:
 def plan_resume(opts: RunOptions, info: RunInfo, layout: RunLayout) -> tuple[RunInfo, SoakConfig, list[TaskSpec]]:
     """A resumed run: its own config (the embedded server re-embedded), its own routing, and new limits
     (--hours/--minutes/--tasks) counted from now; returns run.json's new contents, the config and the tasks."""
-    try:
-        config = SoakConfig.model_validate(info.config)
-    except ValidationError as error:
-        raise BadInput(describe_validation_error(str(layout.info), error)) from None
+    config = info.config
+    if config is None:
+        raise BadInput(f"{layout.info}: no config recorded, so the run cannot be resumed")
     from soak.stack.servers import still_running
 
-    if info.stack.get("embedded") and not still_running(layout.server_logs, "embedded"):
+    if info.stack.embedded and not still_running(layout.server_logs, "embedded"):
         # The embedded server takes a fresh free port each session: the recorded one may be taken by now. One that
         # outlived its session (soak killed) keeps its port and is taken back.
         others = [s for s in config.stack.servers if s.name != "embedded"]

@@ -154,7 +154,7 @@ def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakCo
         check_agent(config)
         run_id = f"{sweep_id}.{configuration.name}"
         limits = spec.limits(configuration)
-        _, _, tasks = plan_run(config, run_id, limits, {}, {})  # roles, endpoints and the suite, checked now
+        _, _, tasks = plan_run(config, run_id, limits)  # roles, endpoints and the suite, checked now
         if spec.concurrency:
             capacity.check_room(config.concurrency, limits, len(tasks) * spec.repeat)
         if (data_dir() / run_id).exists():
@@ -224,7 +224,7 @@ class Sweep:
         if entry.status == "running" and RunLayout(data_dir() / entry.run_id).info.is_file():
             folder, info, config, tasks = reopen_run(RunOptions(resume=entry.run_id))
         else:
-            info, config, tasks = plan_run(config, entry.run_id, entry.limits, {}, {})
+            info, config, tasks = plan_run(config, entry.run_id, entry.limits)
             folder = create_run(info)
         entry.status, entry.started_at = "running", entry.started_at or time.time()
         self.save()

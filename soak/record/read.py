@@ -26,11 +26,13 @@ from typing import Any, TypeVar, cast
 import pandas as pd
 from pydantic import ValidationError
 
+from soak.config import SoakConfig
 from soak.errors import BadInput
 from soak.files import load_model
 from soak.paths import data_dir, sweeps_dir
 from soak.record.folder import complete_length
 from soak.record.identity import ATTEMPT_COLUMNS, SLOT_COLUMNS, AttemptId
+from soak.record.info import Host
 from soak.record.layout import AttemptLayout, RunLayout
 from soak.record.rounds import derived_rounds
 from soak.record.schema import CallRow, EventRow, RoundRow, Row, RunInfo, SampleRow, Session, TaskRow
@@ -86,12 +88,12 @@ class RunRecord:
         return RunLayout(self.path)
 
     @property
-    def config(self) -> dict[str, Any]:
-        return self.info.config if self.info else {}
+    def config(self) -> SoakConfig | None:
+        return self.info.config if self.info else None
 
     @property
-    def host(self) -> dict[str, Any]:
-        return self.info.host if self.info else {}
+    def host(self) -> Host:
+        return self.info.host if self.info else Host()
 
     @property
     def sessions(self) -> list[Session]:
@@ -263,7 +265,7 @@ def _models(frame: pd.DataFrame, model: type[R]) -> Iterator[R]:
 def read_info(path: Path, notes: list[str]) -> RunInfo | None:
     """run.json through RunInfo, leniently, for readers (a resume reads it strictly: RunFolder.read_info): keys it does
     not know are ignored, a field it cannot read is left at its default and noted (run_id: the folder's name;
-    created_at: 0, unknown); None when the file is missing or no JSON object."""
+    created_at: 0 and config: None, unknown); None when the file is missing or no JSON object."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -276,7 +278,7 @@ def read_info(path: Path, notes: list[str]) -> RunInfo | None:
         notes.append("run.json: unreadable (not a JSON object)")
         return None
     known = {key: value for key, value in data.items() if key in RunInfo.model_fields}
-    fallback = {"run_id": path.parent.name, "created_at": 0.0, "config": {}, "limits": {}}
+    fallback = {"run_id": path.parent.name, "created_at": 0.0, "config": None, "limits": {}}
     try:
         return RunInfo.model_validate({**fallback, **known})
     except ValidationError as error:

@@ -1,10 +1,12 @@
 """The row models of every CSV and of run.json: the schema of a run folder, written once."""
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soak.config import SoakConfig
 from soak.record.identity import AttemptId
+from soak.record.info import Host, Routing, StartedStack
 
 SCHEMA_VERSION = 10
 """2: calls.csv's `attempt` (the retry number of one LLM call) is called `retry`. A version 1 folder stays readable
@@ -383,15 +385,15 @@ class RunInfo(BaseModel):
     """Start of the first session."""
     ended_at: float | None = None
     """Set when a session stops (any reason), cleared by a resume; None after a crash."""
-    config: dict[str, Any]
-    """SoakConfig as resolved from soak.toml and flags, secrets redacted."""
+    config: SoakConfig | None
+    """SoakConfig as resolved from soak.toml and flags, secrets redacted; None where a reader found none it reads."""
     limits: RunLimits
-    routing: dict[str, Any] = Field(default_factory=dict)
+    routing: Routing = Field(default_factory=Routing)
     """The routing file applied (`soak run --routing`), so a resume applies it too."""
-    stack: dict[str, Any] = Field(default_factory=dict)
+    stack: StartedStack = Field(default_factory=StartedStack)
     """What soak started itself, e.g. the embedded default's engine, version and settings."""
     versions: dict[str, str] = Field(default_factory=dict)
-    host: dict[str, Any] = Field(default_factory=dict)
+    host: Host = Field(default_factory=Host)
     sessions: list[Session] = Field(default_factory=list)
     """The resume history: one entry per start or resume."""
     in_flight: list[str] = Field(default_factory=list)

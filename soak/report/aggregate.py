@@ -240,15 +240,11 @@ def quantiles(values: pd.Series) -> dict[str, float | None]:
 
 def stack_models(run: RunRecord) -> list[str]:
     """`role: model @ endpoint` lines from the config, falling back to the models seen in calls."""
-    config = run.config
-    endpoints = config.get("endpoints") or {}
-    roles = config.get("roles") or {}
-    roles = roles if config.get("mode") != "direct" else {"coder": roles.get("coder", "default")}
-    lines = []
-    for role, name in roles.items():
-        endpoint = endpoints.get(name) if isinstance(endpoints, dict) else None
-        if isinstance(endpoint, dict):
-            lines.append(f"{role}: {endpoint.get('model', '?')} @ {endpoint.get('base_url', name)}")
+    config, lines = run.config, list[str]()
+    if config is not None:
+        roles = config.roles.model_dump() if config.mode != "direct" else {"coder": config.roles.coder}
+        lines = [f"{role}: {endpoint.model} @ {endpoint.base_url}" for role, name in roles.items()
+                 if (endpoint := config.endpoints.get(name)) is not None]
     if not lines and not run.calls.empty:
         seen = run.calls.groupby("role")["model"].first()
         lines = [f"{role}: {model}" for role, model in seen.items()]
@@ -277,9 +273,10 @@ def headline(run: RunRecord, k: float = 3.0) -> dict[str, Any]:
         "run_id": run.run_id, "started_at": start, "ended_at": run.info.ended_at if run.info else None,
         "running": run.running, "last_seen_at": last.last_seen_at if last else None,
         "stop_reason": last.reason if last else "",
-        "sessions": len(run.sessions), "hours": active_hours(run, start, end), "mode": run.config.get("mode", ""),
+        "sessions": len(run.sessions), "hours": active_hours(run, start, end),
+        "mode": run.config.mode if run.config else "",
         "stack": stack_models(run), "agent": ", ".join(sorted(set(tasks["agent"]) - {""})),
-        "agent_isolation": run.host.get("agent_isolation", ""),
+        "agent_isolation": run.host.agent_isolation or "",
         "tasks": len(tasks), "outcomes": {str(o): int(n) for o, n in outcomes.items()},
         "model_attempts": model_attempts, "passes": passes,
         "pass_rate": passes / model_attempts if model_attempts else None,

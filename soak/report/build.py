@@ -25,9 +25,7 @@ def records(frame: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any
 
 
 def budget_seconds(run: RunRecord) -> float | None:
-    budgets = run.config.get("budgets")
-    value = budgets.get("task_seconds") if isinstance(budgets, dict) else None
-    return float(value) if isinstance(value, int | float) else None
+    return run.config.budgets.task_seconds if run.config else None
 
 
 def lines_by_source(frame: pd.DataFrame, suffix: str = "") -> dict[str, pd.DataFrame]:

@@ -12,16 +12,11 @@ SILENCES = {"first_byte": "longest wait for a first byte", "gap": "longest gap b
 """The silences of soak.record.summary.headroom, by their names on the headline."""
 
 
-def number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def watchdogs(run: RunRecord) -> tuple[float | None, str, float | None]:
     """The night's stale budget (its config) and its agent's own stale-stream watchdog with the agent's name, as the
     night recorded them in run.json (host, from the agent's adapter); None where not recorded."""
-    budgets, host = run.config.get("budgets"), run.host
-    return (number(budgets.get("stale_seconds")) if isinstance(budgets, dict) else None,
-            str(host.get("agent_name") or ""), number(host.get("agent_stale_seconds")))
+    return (run.config.budgets.stale_seconds if run.config else None, run.host.agent_name or "",
+            run.host.agent_stale_seconds)
 
 
 def seconds_text(seconds: float | None) -> str:

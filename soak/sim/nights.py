@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from soak.config import Endpoint, SoakConfig
 from soak.files import write_atomic
 from soak.record.folder import CsvLog
 from soak.record.layout import RunLayout
@@ -186,6 +187,7 @@ def write(night: Night, folder: Path) -> Path:
                                                           kind="run_end")])
     info = RunInfo(run_id="night", created_at=START, started_at=START, ended_at=START + night.length_s,
                    limits=RunLimits(duration_seconds=night.length_s),
-                   config={"endpoints": {"default": {"stream": night.streamed}}})
+                   config=SoakConfig(endpoints={"default": Endpoint(base_url="http://127.0.0.1:8000/v1", model="model",
+                                                                    stream=night.streamed)}))
     write_atomic(layout.info, info.model_dump_json(indent=2))
     return folder

@@ -161,7 +161,7 @@ def test_the_rehearsal_plans_soak_sim_as_a_supervised_server_for_both_roles(data
     assert config.roles.orchestrator == config.roles.coder == "sim"
     assert config.endpoints["sim"].base_url == server.base_url
     assert config.endpoints["sim"].energy_metrics_url == server.base_url.removesuffix("/v1") + "/dcgm/metrics"
-    assert info.stack == {"rehearsal": True} and info.limits.max_cycles == 1 and len(tasks) >= 20
+    assert info.stack.model_dump() == {"rehearsal": True} and info.limits.max_cycles == 1 and len(tasks) >= 20
     refused = soak("run", "--rehearse", "--base-url", "http://x/v1", "--model", "m")
     assert refused.exit_code == 2 and "--rehearse" in refused.output
 

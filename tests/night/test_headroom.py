@@ -70,4 +70,4 @@ def test_the_headline_shows_the_longest_waits_of_calls_csv_beside_the_stale_budg
 def test_an_agent_nights_run_json_keeps_the_agents_own_watchdog(agent, configured, watchdog):
     config = SoakConfig(mode="agent", agent={"name": agent, "stale_seconds": configured, "uncontained": True})
     host = agent_host(config)
-    assert host["agent_stale_seconds"] == watchdog and host["agent_name"] == agent.split()[0]
+    assert host.agent_stale_seconds == watchdog and host.agent_name == agent.split()[0]

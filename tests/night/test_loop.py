@@ -151,7 +151,7 @@ def test_task_limit_records_one_row_per_attempt_and_every_call(tmp_path):
     assert events_of(folder)[0] == "run_start" and events_of(folder)[-1] == "run_end"
     saved = folder.read_info()
     assert saved.sessions[0].reason == "tasks" and saved.sessions[0].stopped_at and saved.ended_at
-    assert saved.config["endpoints"]["default"]["max_tokens"] == 2048
+    assert saved.config is not None and saved.config.endpoints["default"].max_tokens == 2048
     assert len(pd.read_csv(folder.path / "calls.csv")) == 45
 
 
@@ -528,14 +528,13 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from tests.night.test_loop import reference_judge
 
-from soak.config import SoakConfig
 from soak.night.wiring import SessionOptions, run_night
 from soak.record.folder import RunFolder
 from soak.tasks.suites import load_suites
 
 folder = RunFolder(Path(sys.argv[1]))
 info = folder.read_info()
-config = SoakConfig.model_validate(info.config)
+config = info.config
 sys.exit(run_night(folder, info, config, load_suites(config.suite),
                    SessionOptions(quiet=True, judge=reference_judge)).exit_code)
 """

@@ -201,7 +201,7 @@ def test_readers_take_run_json_through_run_info_leniently(tmp_path):
     folder.open()
     folder.close()
     session = Session(session=0, pid=1, started_at=10.0, last_seen_at=70.0)
-    info = RunInfo(run_id="night", created_at=5.0, config={"mode": "agent"}, limits=RunLimits(max_tasks=2),
+    info = RunInfo(run_id="night", created_at=5.0, config={"mode": "direct"}, limits=RunLimits(max_tasks=2),
                    sessions=[session], host={"agent_isolation": "bubblewrap"}, versions={"soak": "0.1.0"})
     written = json.loads(info.model_dump_json())
     folder.layout.info.write_text(json.dumps({**written, "from_a_later_soak": [1], "created_at": "at dawn",

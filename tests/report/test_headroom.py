@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from soak.record.info import Host
 from soak.record.schema import CallRow
 from soak.report.render import render_report
 from tests.synth import START, calls_run
@@ -71,7 +72,7 @@ def test_re_prefilled_turns_are_unknown_when_the_server_never_reported_cached_to
 
 
 def test_the_longest_waits_stand_beside_the_agents_watchdog_and_the_stale_budget(tmp_path):
-    summary, page = report(tmp_path, conversation(), host={"agent_name": "hermes", "agent_stale_seconds": 180})
+    summary, page = report(tmp_path, conversation(), host=Host(agent_name="hermes", agent_stale_seconds=180))
     headroom = summary["headroom"]
     assert headroom["first_byte"] == {"seconds": 142.0, **OTHER, "repeat": 1, "session": 0, "call_index": 1,
                                       "role": "orchestrator", "share": pytest.approx(142 / 180), "tight": True}

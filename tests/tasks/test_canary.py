@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from soak.cli import main
 from soak.config import SoakConfig
 from soak.night.plan import select_tasks
+from soak.record.info import Route, Routing
 from soak.sandbox.judge import judge
 from soak.tasks.canary import canary, canary_rng, is_canary, night_canaries
 from soak.tasks.spec import TaskSpec
@@ -175,13 +176,13 @@ def test_the_seed_alone_picks_the_canaries():
 
 def test_a_night_runs_the_canaries_beside_the_suite_and_routing_does_not_move_them():
     config = SoakConfig(seed=11, canary_share=0.05)
-    tasks = select_tasks(config, {})
+    tasks = select_tasks(config, Routing())
     canaries = [t.id for t in tasks if is_canary(t.id)]
     assert len(tasks) == len(BUILTIN) + 3 and len(canaries) == 3
     skipped = canaries[0].removesuffix("~canary")
-    routed = select_tasks(config, {"tasks": {skipped: {"action": "skip"}}})
+    routed = select_tasks(config, Routing(tasks={skipped: Route(action="skip")}))
     assert [t.id for t in routed if is_canary(t.id)] == canaries and skipped not in {t.id for t in routed}
-    assert not any(is_canary(t.id) for t in select_tasks(SoakConfig(canary_share=0), {}))
+    assert not any(is_canary(t.id) for t in select_tasks(SoakConfig(canary_share=0), Routing()))
 
 
 def test_validate_reports_each_mutation_and_a_canary_the_reference_passes(tmp_path):
