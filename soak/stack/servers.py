@@ -370,7 +370,7 @@ def embedded_threads() -> int:
     return max(1, min(cores, 8))
 
 
-CACHE_MIB = 192
+CACHE_MIB = 128
 """The embedded server's prompt cache: what its states hold, in MiB."""
 
 
@@ -383,12 +383,12 @@ def embedded_tuning() -> dict[str, str]:
     `logits_all` off: on (the server's default) it computes and copies the logits of every prompt token, which no
     call uses (soak asks for no logprobs), and makes each cached state carry an n_tokens x 49,152-float copy; off,
     a state carries n_batch rows (a batch of 128 is as fast as 512 for this model), and soak.stack.embedded_cache
-    keeps one of them. That cache holds one state per conversation, ~23 kB a token, and counts all of it: 192 MiB
-    holds six of 1,300 tokens, the four live at concurrency 2 with room to spare, and bounds the server's growth
-    (llama-cpp-python's own, at 512 MiB, let it reach 3-4.5 GiB). Threads: every core for prompts, half for
-    generation (one token at a time synchronises the threads per layer, so when other work takes a core two threads
-    on two cores fell from ~100 to 1-4 tokens/s in the bench; one thread stays near 100). Flash attention: a few per
-    cent on prompts.
+    keeps one of them. That cache holds one state per conversation, ~23 kB a token, and counts all of it: 128 MiB
+    holds four of 1,300 tokens, the four live at concurrency 2 (the least recently used, a finished one, goes
+    first), and bounds the server's growth (llama-cpp-python's own, at 512 MiB, let it reach 3-4.5 GiB). Threads:
+    every core for prompts, half for generation (one token at a time synchronises the threads per layer, so when
+    other work takes a core two threads on two cores fell from ~100 to 1-4 tokens/s in the bench; one thread stays
+    near 100). Flash attention: a few per cent on prompts.
     """
     threads = embedded_threads()
     return {

@@ -1,0 +1,98 @@
+"""The course of the night on the embedded default's real nights (no endpoint: soak's own llama.cpp server on the
+bundled model, whose calls are not streamed). Two nights of the same attempts: on one, CPU-bound processes started
+half-way (once half its attempts are recorded) slow the server severalfold, and the verdict names the slowdown in
+call duration or seconds per token from within two windows of their start; the other holds. The server's memory,
+bounded by its prompt cache, reads alike on both and stays under that bound. A night is a number of attempts, not
+minutes, so that on a slower or busier machine it still holds enough of them for the course's windows; the coder
+alone (`mode = "direct"`) and one test round each make them short."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from soak.stack.servers import CACHE_MIB, embedded_threads
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]
+
+SOAK = [sys.executable, "-m", "soak.cli"]
+ATTEMPTS = 10
+"""About a minute unslowed on two cores: 5-second windows, most with an attempt's start and a few calls."""
+HOGS = 4 * embedded_threads()
+"""Enough to take most of the cores from the server even where other work already runs."""
+TORN = (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, KeyError, OSError)
+"""A record read while its writer writes it, or before it exists."""
+LATENCY = {"duration_p95", "s_per_token"}
+BASE_MIB = 1024
+"""The server's memory before its cache: the model, its KV and compute buffers, Python (0.4-0.5 GiB measured)."""
+
+
+def attempts(folder: Path) -> int:
+    return len(pd.read_csv(folder / "tasks.csv"))
+
+
+def night(tmp_path: Path, run_id: str, slowed: bool) -> tuple[dict, float | None]:
+    """A night of ATTEMPTS, reported: its summary's run, and when the hogs started (seconds from its start)."""
+    env = {**os.environ, "SOAK_DATA_DIR": str(tmp_path / "data")}
+    folder = tmp_path / "data" / run_id
+    config = tmp_path / "soak.toml"
+    config.write_text('mode = "direct"\n[budgets]\nmax_rounds = 1\n')
+    night_run = subprocess.Popen([*SOAK, "run", "--config", str(config), "--tasks", str(ATTEMPTS), "--quiet",
+                                  "--run-id", run_id], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+    hogs: list[subprocess.Popen] = []
+    hogged_at = None
+    try:
+        if slowed:
+            wait_until(lambda: attempts(folder) >= ATTEMPTS // 2, timeout=1200, interval=0.2,
+                       what="half the attempts", process=night_run, ignoring=TORN)
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(HOGS)]
+            hogged_at = time.time()
+        _, errors = night_run.communicate(timeout=2400)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        if night_run.poll() is None:
+            night_run.terminate()
+            night_run.wait(timeout=120)
+    assert night_run.returncode == 0, errors[-2000:]
+    report = tmp_path / f"report-{run_id}"
+    reported = subprocess.run([*SOAK, "report", run_id, "--output", str(report)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+    assert reported.returncode == 0, reported.stderr[-2000:]
+    [run] = json.loads((report / "summary.json").read_text())["runs"]
+    started = json.loads((folder / "run.json").read_text())["started_at"]
+    return run, None if hogged_at is None else hogged_at - started
+
+
+def memory(course: dict) -> tuple:
+    """How the verdict describes the server's memory: its growth's shape (none, levelled off, a leak) and whether a
+    finding named it."""
+    grown = course["memory_growth"]
+    named = sorted({f["measure"] for f in course["findings"] if f["measure"] == "server_rss_bytes"})
+    return (None if grown is None else grown["levelled"]), named
+
+
+def test_a_night_slowed_half_way_names_the_slowdown_near_its_start_and_the_same_night_without_it_holds(tmp_path):
+    pytest.importorskip("llama_cpp")
+    slowed, hogged_at = night(tmp_path, "slowed", slowed=True)
+    quiet, _ = night(tmp_path, "quiet", slowed=False)
+    course, width = slowed["course"], slowed["course"]["window_s"]
+    assert hogged_at is not None and course["held"] is False, course["verdict"]
+    assert set(course["latency"]) == LATENCY and "calls were not streamed" in course["verdict"]
+    first = min((f for f in course["findings"] if f["degrades"]), key=lambda f: f["at_s"])
+    assert first["measure"] in LATENCY, course["findings"]
+    assert abs(first["at_s"] - hogged_at) <= 2 * width, (first, hogged_at)
+    assert course["verdict"].startswith(f"degraded from {first['clock']}: {first['said']}"), course["verdict"]
+    assert quiet["course"]["held"] is True, quiet["course"]["verdict"]
+    assert memory(course) == memory(quiet["course"]), (course["verdict"], quiet["course"]["verdict"])
+    for run in (slowed, quiet):
+        windows = pd.DataFrame(run["course"]["windows"])
+        assert windows["server_rss_bytes"].max() < (BASE_MIB + CACHE_MIB) * 2**20, run["course"]["verdict"]
