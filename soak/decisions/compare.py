@@ -2,6 +2,7 @@
 the course of each night and what a solved task cost each."""
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -20,7 +21,7 @@ class Side:
     median_ttft_s: float
     median_decode_tps: float
     median_calls: float
-    trust: dict
+    trust: dict[str, Any]
     """soak.record.summary.trust: what the run's attempts claimed beside what the tests found."""
     pass_hat_k: dict[int, float]
     """k -> pass^k over the tasks tried at least k times (soak.decisions.repeats)."""
@@ -29,9 +30,9 @@ class Side:
     held: bool | None
     """Whether the night held up (soak.decisions.course); None for a night too short to tell."""
     verdict: str
-    course: dict
+    course: dict[str, Any]
     """soak.decisions.course.course without its windows: findings and what the night could have seen."""
-    energy: dict
+    energy: dict[str, Any]
     """soak.decisions.energy.night_energy: what a solved task cost."""
 
     @property
@@ -86,7 +87,7 @@ class Comparison:
         def ratio(b: float, a: float) -> str:
             return f"{b / a:.2f}x" if a and a == a and b == b else "n/a"
 
-        def rate(figure: dict) -> str:
+        def rate(figure: dict[str, Any]) -> str:
             return f"{figure['count']}/{figure['of']} {figure['rate']:.0%}" if figure["of"] else "-"
 
         def spent(label: str, key: str, scale: float, digits: int) -> str:

@@ -17,9 +17,9 @@ from scipy import stats
 
 from soak.decisions.drift import MIN_WINDOWS, PASS_RATE, PENALTY, SIGNIFICANCE, Measure, sigma
 
-POWER = stats.norm.ppf(0.8)
+POWER = float(stats.norm.ppf(0.8))
 """The z of 80 % power."""
-TEST = stats.norm.ppf(1 - SIGNIFICANCE / 2)
+TEST = float(stats.norm.ppf(1 - SIGNIFICANCE / 2))
 SIDE = 0.25
 """A step a quarter into the night (or three quarters: fewest attempts on one side of the middle half's steps); a
 leak from three quarters in (the shortest of the middle half's)."""

@@ -19,6 +19,7 @@ change); TTFT is shown beside it.
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,7 +74,7 @@ class Standing:
     """Whether its night held up (soak.decisions.course); None when too short to tell or not run."""
     course: str = ""
     """The course's verdict line."""
-    night: dict = field(default_factory=dict)
+    night: dict[str, Any] = field(default_factory=dict)
     """The course without its windows: findings and what the night could have seen."""
     solved_per_hour: float | None = None
     """Passes of ordinary tasks per hour of its night."""

@@ -18,7 +18,8 @@ from soak.errors import BadInput
 from soak.llm.client import ChatEndpoint
 from soak.llm.reply import TOOL_TEXT
 from soak.llm.tools import CODER_TOOLS
-from soak.probes.gate import GateResult, Probe, run_gates
+from soak.probes.gate import run_gates
+from soak.probes.probe import GateResult, Probe
 from soak.record.schema import MANGLED
 from soak.sandbox import cgroup
 from soak.sandbox.jail import isolation_kind
@@ -69,11 +70,11 @@ async def served_models(chat: ChatEndpoint) -> tuple[list[str], int | None]:
     return ids, context
 
 
-async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: float) -> Counter:
+async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: float) -> Counter[str]:
     chat = ChatEndpoint("doctor", endpoint.model_copy(update={"stream": stream, "temperature": 0.0, "retries": 0}),
                         stale)
     try:
-        verdicts: Counter = Counter()
+        verdicts: Counter[str] = Counter()
         for _ in range(tries):
             result = await chat.chat(TOOL_PROMPT, tools=CODER_TOOLS, role="probe", max_tokens=200,
                                      owed_tool="write_file")
@@ -89,7 +90,8 @@ async def tool_round_trips(endpoint: Endpoint, stream: bool, tries: int, stale: 
 
 
 def tool_advice(
-    role_names: list[str], streamed: Counter, plain: Counter, configured_stream: bool, named: Counter | None = None
+    role_names: list[str], streamed: Counter[str], plain: Counter[str], configured_stream: bool,
+    named: Counter[str] | None = None,
 ) -> Finding:
     """`named`: the verdicts with the tool named in tool_choice, probed when no tool call came back without it."""
     shown = f"stream {dict(streamed)}, non-stream {dict(plain)}" + (f", named {dict(named)}" if named else "")
@@ -167,7 +169,7 @@ def cache_finding(twin: GateResult) -> Finding:
 
 def planned_sessions(config: SoakConfig, name: str) -> int:
     """Conversations open at once on an endpoint: one per attempt in flight and role of the mode that uses it."""
-    return config.concurrency * sum(getattr(config.roles, role) == name for role in CONVERSATIONS[config.mode])
+    return config.concurrency * sum(1 for role in CONVERSATIONS[config.mode] if getattr(config.roles, role) == name)
 
 
 def session_tokens(config: SoakConfig, endpoint: Endpoint, context: int | None) -> int:
@@ -343,7 +345,7 @@ def run_doctor(config: SoakConfig, tries: int, as_json: bool = False, nodes: Nod
     report = doctor_json(config, results, jail, nodes)
     if as_json:
         print(json.dumps(report, indent=2))
-        return report["ok"]
+        return bool(report["ok"])
     console = Console()
     tables = {"the jail of agents and test runs": jail} | {
         f"{endpoint['name']} ({'/'.join(endpoint['roles']) or 'unused'}) {endpoint['base_url']}":
@@ -354,7 +356,7 @@ def run_doctor(config: SoakConfig, tries: int, as_json: bool = False, nodes: Nod
             style = "" if f.ok else ("bold red" if f.critical else "yellow")
             table.add_row(f.check, f.result, f.advice, style=style)
         console.print(table)
-    return report["ok"]
+    return bool(report["ok"])
 
 
 def doctor_command(config_path: Path | None, base_url: str | None, model: str | None, tries: int,

@@ -34,19 +34,21 @@ class Session:
 
 @dataclass
 class Level:
-    """One level in progress: its sessions, and (without per-request counts) the hits its rounds' counters showed."""
+    """One level in progress: its sessions, the gate's sizes and the seed its prompts grow from, and (without
+    per-request counts) the hits its rounds' counters showed."""
 
     sessions: list[Session]
     shared_tokens: int
     by_usage: bool
+    gates: Gates
+    seed: str
     round_hits: float = 0.0
     round_history: float = 0.0
 
 
-async def take_turn(probe: Probe, level: Level, session: Session, number: int, gates: Gates, seed: str,
-                    delay: float) -> None:
+async def take_turn(probe: Probe, level: Level, session: Session, number: int, delay: float) -> None:
     await asyncio.sleep(delay)
-    result = await probe.ask(session.messages, max_tokens=gates.session_answer_tokens)
+    result = await probe.ask(session.messages, max_tokens=level.gates.session_answer_tokens)
     row = result.rows[-1]
     if not row.prompt_tokens:
         raise ProbeFailed("the server reported no prompt tokens: the sessions cannot be measured")
@@ -58,18 +60,17 @@ async def take_turn(probe: Probe, level: Level, session: Session, number: int, g
         history_tokens=max(history, 0), cross_turn_hits=cross,
         ttft_s=row.ttft_s if row.ttft_s is not None else row.duration_s))
     session.previous_prompt = row.prompt_tokens
-    tool_result = await probe.prompt_of(gates.session_turn_tokens, f"{seed}-s{session.index}-t{number}")
+    tool_result = await probe.prompt_of(level.gates.session_turn_tokens, f"{level.seed}-s{session.index}-t{number}")
     session.messages += [{"role": "assistant", "content": result.content},
                          {"role": "user", "content": f"Tool result:\n{tool_result}"}]
 
 
-async def run_round(probe: Probe, level: Level, number: int, gates: Gates, seed: str) -> None:
+async def run_round(probe: Probe, level: Level, number: int) -> None:
     """Every session takes its turn `number`, session i after i × think / N; without per-request counts the
     round's /metrics deltas stand in for its turns' hits."""
     before = None if level.by_usage else await probe.hit_counters()
-    spacing = gates.session_think_seconds / len(level.sessions)
-    await asyncio.gather(*(take_turn(probe, level, s, number, gates, seed, s.index * spacing)
-                           for s in level.sessions))
+    spacing = level.gates.session_think_seconds / len(level.sessions)
+    await asyncio.gather(*(take_turn(probe, level, s, number, s.index * spacing) for s in level.sessions))
     if before is not None and number > 1:
         after = await probe.hit_counters()
         if after is None:
@@ -94,7 +95,7 @@ async def start_level(probe: Probe, count: int, gates: Gates, seed: str) -> Leve
         # The session's own seed opens its first message: beyond the system prompt nothing is shared.
         task = await probe.prompt_of(gates.session_start_tokens, f"{seed}-s{index}")
         sessions.append(Session(index, [system, {"role": "user", "content": task}]))
-    return Level(sessions, alone.prompt_tokens, by_usage)
+    return Level(sessions, alone.prompt_tokens, by_usage, gates, seed)
 
 
 def summarize(level: Level, gates: Gates) -> SessionLevel:
@@ -130,7 +131,7 @@ async def probe_level(probe: Probe, count: int, gates: Gates) -> SessionLevel:
     seed = uuid.uuid4().hex
     level = await start_level(probe, count, gates, seed)
     for number in range(1, gates.session_turns + 1):
-        await run_round(probe, level, number, gates, seed)
+        await run_round(probe, level, number)
     return summarize(level, gates)
 
 
