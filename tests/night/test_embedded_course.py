@@ -29,8 +29,9 @@ HOGS = 4 * embedded_threads()
 TORN = (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, KeyError, OSError)
 """A record read while its writer writes it, or before it exists."""
 LATENCY = {"duration_p95", "s_per_token"}
-BASE_MIB = 1024
-"""The server's memory before its cache: the model, its KV and compute buffers, Python (0.4-0.5 GiB measured)."""
+BASE_MIB = 640
+"""The server's memory besides its prompt cache: the model, the KV and compute buffers it touched, Python and
+glibc's heaps (0.37 GiB at its start, up to ~0.47 GiB measured; llama-cpp-python's own cache took it past 2 GiB)."""
 
 
 def attempts(folder: Path) -> int:
