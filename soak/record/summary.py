@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import betaincinv
 
-from soak.record.identity import ATTEMPT_COLUMNS, AttemptId
+from soak.record.identity import ATTEMPT_COLUMNS, SLOT_COLUMNS, AttemptId
 from soak.record.reader_figures import DONE_READ_AS_CLAIMED, OTHER_READ_AS_CLAIMED
 from soak.record.schema import MODEL_OUTCOMES, Outcome
 
@@ -229,8 +229,9 @@ its conversation's prefix had been evicted (the system prompt and tools alone ma
 WATCHDOG_SHARE = 0.5
 """A longest silence above this share of the smallest watchdog is one slower turn (a longer history, a busier
 server, an evicted cache) from a cut stream."""
-CALL_KEY = [*ATTEMPT_COLUMNS, "call_index", "role"]
-"""Which call a figure came from: its attempt (AttemptId), its position and its role."""
+CALL_KEY = [*SLOT_COLUMNS, "session", "call_index", "role"]
+"""Which call a figure came from: its attempt (AttemptId but the node, as summary.json has always named it), its
+position and its role."""
 
 
 def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
@@ -240,8 +241,8 @@ def longest(calls: pd.DataFrame, column: str) -> dict[str, Any] | None:
     if values.empty:
         return None
     row = calls.loc[values.idxmax()]
-    return {"seconds": float(row[column]), **AttemptId.of(row.to_dict()).row_fields(),
-            "call_index": int(row["call_index"]), "role": str(row["role"])}
+    named = {key: value for key, value in AttemptId.of(row.to_dict()).row_fields().items() if key in CALL_KEY}
+    return {"seconds": float(row[column]), **named, "call_index": int(row["call_index"]), "role": str(row["role"])}
 
 
 def headroom(calls: pd.DataFrame, stale_budget: float | None, agent: str = "",
