@@ -2,8 +2,8 @@
 
     base = "soak.toml"          # the stack under test: endpoints, [[stack.servers]], budgets
     concurrency = [1, 2, 4, 8]  # the levels: agents at once, one level after another
-    tasks = 24                  # each level's length: the first 24 attempts of the seeded order (or minutes = 30)
-    repeat = 2                  # tries per task, the same at every level: pass^k compares
+    tasks = 24                  # each level's length in attempts (or minutes = 30): a 12-task suite twice over
+    repeat = 2                  # tries per task, one pass over the suite apart, the same at every level: pass^k
     seed = 0
 
     [[configurations]]          # optional, at most one: its overrides and gates apply to every level

@@ -137,6 +137,17 @@ def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_repeats(repeat: int, limits: RunLimits, suite_tasks: int) -> None:
+    """A task's tries are one pass over the suite apart, so `tasks` short of `repeat` passes leaves some task with
+    fewer tries, and pass^k (which ranks the configurations) only reaches the fewest: bad input, with the fix."""
+    if repeat == 1 or limits.max_tasks is None or limits.max_tasks >= suite_tasks * repeat:
+        return
+    raise BadInput(f"tasks = {limits.max_tasks} with repeat = {repeat} leaves some of a pass's {suite_tasks} tasks "
+                   f"(canaries included) with fewer than {repeat} tries (a task's tries are one pass over the suite "
+                   f"apart), so pass^{repeat} cannot rank: give tasks = {suite_tasks * repeat}, a suite of at most "
+                   f"{max(1, limits.max_tasks // repeat)} tasks, or minutes")
+
+
 def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakConfig]]:
     """Every configuration resolved and checked before anything is written (a bad one is bad input, exit 2)."""
     spec = load_model(path, SweepFile, "sweep file")
@@ -155,6 +166,7 @@ def plan_sweep(path: Path, sweep_id: str | None) -> tuple[SweepInfo, list[SoakCo
         run_id = f"{sweep_id}.{configuration.name}"
         limits = spec.limits(configuration)
         _, _, tasks = plan_run(config, run_id, limits)  # roles, endpoints and the suite, checked now
+        check_repeats(spec.repeat, limits, len(tasks))
         if spec.concurrency:
             capacity.check_room(config.concurrency, limits, len(tasks) * spec.repeat)
         if (data_dir() / run_id).exists():

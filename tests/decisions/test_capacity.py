@@ -98,7 +98,7 @@ def sweep_file(tmp_path: Path, head: str) -> Path:
 def test_levels_become_configurations_on_the_same_tasks_seed_and_repeats(tmp_path, data_dir):
     path = sweep_file(tmp_path, """
         concurrency = [4, 1, 2]
-        tasks = 6
+        tasks = 126
         repeat = 2
         seed = 3
         [[configurations]]
@@ -110,7 +110,7 @@ def test_levels_become_configurations_on_the_same_tasks_seed_and_repeats(tmp_pat
     assert [entry.run_id for entry in info.configurations] == ["cap.vllm-c1", "cap.vllm-c2", "cap.vllm-c4"]
     assert [c.concurrency for c in configs] == [1, 2, 4]
     assert {(c.seed, c.budgets.task_seconds) for c in configs} == {(3, 60)}
-    assert {(e.limits.max_tasks, e.limits.repeats) for e in info.configurations} == {(6, 2)}
+    assert {(e.limits.max_tasks, e.limits.repeats) for e in info.configurations} == {(126, 2)}
 
 
 @pytest.mark.parametrize(("head", "fix"), [

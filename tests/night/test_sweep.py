@@ -157,6 +157,10 @@ def test_failed_gates_and_a_stack_that_never_came_up_disqualify_and_none_left_me
      "configuration a: budgets.max_calls"),
     ('[[configurations]]\nname = "a b"\n', "configurations.0.name"),
     ('[[configurations]]\nname = "a"\ntasks = 2\nminutes = 3\n', "tasks or minutes, not both"),
+    ('repeat = 3\ntasks = 40\n[[configurations]]\nname = "a"\n',
+     "tasks = 40 with repeat = 3 leaves some of a pass's 63 tasks (canaries included) with fewer than 3 tries (a "
+     "task's tries are one pass over the suite apart), so pass^3 cannot rank: give tasks = 189, a suite of at most "
+     "13 tasks, or minutes"),
     ('colour = "red"\n[[configurations]]\nname = "a"\n', "colour: Extra inputs are not permitted"),
     ('gates = ["prefix-replay"]\n[[configurations]]\nname = "a"\n', "gates.0"),
     ('[[configurations]]\nname = "a"\noverrides = {endpoints = {default = {base_url = "http://x/v1", model = "m"}},'
@@ -285,7 +289,7 @@ def test_the_docs_sweep_files_plan(tmp_path, data_dir):
         info, configs = plan_sweep(tmp_path / f"sweep{number}.toml", f"readme{number}")
         planned.append({entry.name: config for entry, config in zip(info.configurations, configs, strict=True)})
         limits.append([entry.limits for entry in info.configurations])
-    assert limits[0] == [RunLimits(max_tasks=40, repeats=3)] * 2
+    assert limits[0] == [RunLimits(max_tasks=189, repeats=3)] * 2
     engines, spec, cache_ram = planned
     assert engines["llama-server"].endpoints["default"].base_url == "http://127.0.0.1:8080/v1"
     assert engines["vllm"].stack.servers[0].up.startswith("vllm serve")
