@@ -1,9 +1,9 @@
 """The course of the night on the embedded default's real nights (no endpoint: soak's own llama.cpp server on the
 bundled model, whose calls are not streamed). Two nights of the same attempts: on one, CPU-bound processes started
-half-way (once half its attempts are recorded) slow the server severalfold, and the verdict names the slowdown in
-call duration or seconds per token from within two windows of their start; the other holds. The server's memory,
-bounded by its prompt cache, reads alike on both and stays under that bound. A night is a number of attempts, not
-minutes, so that on a slower or busier machine it still holds enough of them for the course's windows; the coder
+two thirds in (once that share of its attempts is recorded) slow the server severalfold, and the verdict names the
+slowdown in call duration or seconds per token from within two windows of their start; the other holds. The server's
+memory, bounded by its prompt cache, reads alike on both and stays under that bound. A night is a number of attempts,
+not minutes, so that on a slower or busier machine it still holds enough of them for the course's windows; the coder
 alone (`mode = "direct"`) and one test round each make them short."""
 
 import json
@@ -22,12 +22,16 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]
 
 SOAK = [sys.executable, "-m", "soak.cli"]
-ATTEMPTS = 10
-"""About a minute unslowed on two cores: 5-second windows, most with an attempt's start and a few calls."""
-HOGS = 4 * embedded_threads()
-"""Enough to take most of the cores from the server even where other work already runs. Each in a session of its
-own, as the server is: where the kernel shares the CPU between sessions first (sched_autogroup), hogs in the test's
-one session took no more than half of it and left the server as fast as before."""
+ATTEMPTS = 12
+"""About a minute unslowed on two cores; with the slowed third, 10-second windows, most with an attempt's start."""
+HOGS = 2 * embedded_threads()
+"""Each in a session of its own, as the server is: where the kernel shares the CPU between sessions first
+(sched_autogroup), hogs in the test's one session took no more than half of it and left the server as fast as
+before; in sessions of their own, eight on two cores slowed it tenfold."""
+HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass"
+"""Busy until the test ends, and then too should the test be killed (its own session outlives it)."""
+HOGGED = 2 / 3
+"""Hogs once this share of the attempts is recorded: the slowed ones take several times as long."""
 TORN = (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, KeyError, OSError)
 """A record read while its writer writes it, or before it exists."""
 LATENCY = {"duration_p95", "s_per_token"}
@@ -53,10 +57,9 @@ def night(tmp_path: Path, run_id: str, slowed: bool) -> tuple[dict, float | None
     hogged_at = None
     try:
         if slowed:
-            wait_until(lambda: attempts(folder) >= ATTEMPTS // 2, timeout=1200, interval=0.2,
+            wait_until(lambda: attempts(folder) >= ATTEMPTS * HOGGED, timeout=1200, interval=0.2,
                        what="half the attempts", process=night_run, ignoring=TORN)
-            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-                    for _ in range(HOGS)]
+            hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(HOGS)]
             hogged_at = time.time()
         _, errors = night_run.communicate(timeout=2400)
     finally:
