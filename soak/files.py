@@ -68,9 +68,17 @@ def load_model(path: Path, model: type[M], what: str) -> M:
         raise BadInput(describe_validation_error(str(path), error)) from None
 
 
+def since_boot(process: psutil.Process) -> float:
+    """When a process started, in seconds after boot: psutil's create_time adds the kernel's boot time, a whole second
+    that moves with the wall clock (NTP), so the same process read an hour apart can differ by a second or more."""
+    return process.create_time() - psutil.boot_time()
+
+
 def write_process(path: Path, pid: int, **extra: object) -> None:
     """A pid file: the pid, its process's start time (which tells a reused pid apart) and `extra`."""
-    write_atomic(path, json.dumps({"pid": pid, "create_time": psutil.Process(pid).create_time(), **extra}))
+    process = psutil.Process(pid)
+    write_atomic(path, json.dumps({"pid": pid, "create_time": process.create_time(),
+                                   "since_boot": since_boot(process), **extra}))
 
 
 def read_process(path: Path) -> tuple[psutil.Process | None, dict[str, Any]]:
@@ -78,12 +86,13 @@ def read_process(path: Path) -> tuple[psutil.Process | None, dict[str, Any]]:
     file's contents ({} when there is none or it is unreadable)."""
     try:
         recorded = json.loads(path.read_text())
-        pid, started = int(recorded["pid"]), float(recorded["create_time"])
+        pid, started = int(recorded["pid"]), float(recorded.get("since_boot", recorded["create_time"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None, {}
     try:
         process = psutil.Process(pid)
-        if abs(process.create_time() - started) < 1.0 and process.status() != psutil.STATUS_ZOMBIE:
+        now = since_boot(process) if "since_boot" in recorded else process.create_time()
+        if abs(now - started) < 1.0 and process.status() != psutil.STATUS_ZOMBIE:
             return process, recorded
     except psutil.Error:
         pass

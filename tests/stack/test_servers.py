@@ -2,6 +2,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 
 import psutil
@@ -9,6 +10,7 @@ import pytest
 
 from soak.config import Server, Stack
 from soak.errors import BadInput
+from soak.files import read_process, write_process
 from soak.stack.servers import StackSupervisor, free_port, gpu_fraction_warning
 from tests.helpers import until
 
@@ -215,3 +217,20 @@ def test_a_port_held_by_another_process_is_watched_then_the_server_restarted_fro
     assert kind == "server_ready" and "something else answers" in detail and "stop that process" in detail
     assert [kind for kind, _ in events if kind in ("down", "restart", "up")] == ["down", "restart", "up"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_pid_file_still_names_its_process_after_the_wall_clock_moved(tmp_path):
+    """psutil's create_time moves with the boot time the kernel derives from the wall clock (a whole second, which
+    NTP shifts), so a server's pid file read an hour later must still name it: by its start after boot."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        path = tmp_path / "sim.pid"
+        write_process(path, sleeper.pid, restarts=[])
+        recorded = json.loads(path.read_text())
+        path.write_text(json.dumps({**recorded, "create_time": recorded["create_time"] - 3}))
+        assert read_process(path)[0].pid == sleeper.pid
+        path.write_text(json.dumps({**recorded, "since_boot": recorded["since_boot"] - 5}))
+        assert read_process(path)[0] is None, "another process started five seconds apart is not this one"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
