@@ -165,9 +165,9 @@ ATTEMPT_PREFIX = "soak-attempt-"
 
 def attempt_folder() -> Path:
     """A new work folder named for this worker process (`<pid namespace>.<pid>`), once the folders of dead workers are
-    gone: a head killed with SIGKILL takes its job's workers down before their own cleanup runs, and the next attempt
-    on the node clears what they left. Only a folder of this pid namespace is judged: a container that shares /tmp
-    but not its processes cannot tell whether another's worker lives."""
+    gone: a head killed with SIGKILL can take its job's workers down before their own cleanup runs, and the next
+    attempt on the node clears what they left. Only a folder of this pid namespace is judged: a container that shares
+    /tmp but not its processes cannot tell whether another's worker lives."""
     namespace = os.stat("/proc/self/ns/pid").st_ino
     for folder in Path(tempfile.gettempdir()).glob(f"{ATTEMPT_PREFIX}*"):
         worker = worker_of(folder)

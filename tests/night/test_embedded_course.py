@@ -1,12 +1,14 @@
 """The course of the night on the embedded default's real nights (no endpoint: soak's own llama.cpp server on the
 bundled model, whose calls are not streamed). Two nights of the same attempts: on one, CPU-bound processes started
 half-way (once half its attempts are recorded) slow the server severalfold, and the verdict names the
-slowdown in call duration or seconds per token from within two windows of their start; the other holds. The server's
+slowdown in call duration or seconds per token near their start (by two windows past the first they held whole); the
+other holds. The server's
 memory, bounded by its prompt cache, reads alike on both and stays under that bound. A night is a number of attempts,
 not minutes, so that on a slower or busier machine it still holds enough of them for the course's windows; the coder
 alone (`mode = "direct"`) and one test round each make them short."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,11 +27,13 @@ SOAK = [sys.executable, "-m", "soak.cli"]
 ATTEMPTS = 20
 """About 75 s unslowed on two quiet cores for each half; slowed about fourfold, the night's second half is 10-s
 windows enough on both sides of the change (a night of 12 slowed tenfold left 5 windows with attempts, 6 needed)."""
-HOGS = 3 * embedded_threads()
-"""Each in a session of its own, as the server is: where the kernel shares the CPU between sessions first
-(sched_autogroup), hogs in the test's one session took no more than half of it and left the server as fast as
-before. Three per server thread leave it about a quarter of the cores (on two cores shared with other work at load
-8-10, four hogs slowed it less than twofold, eight tenfold)."""
+HOGS = embedded_threads()
+"""One per server thread, each in a session of its own, as the server is: where the kernel shares the CPU between
+sessions first (sched_autogroup), hogs in the test's one session took no more than half of it and left the server as
+fast as before. llama.cpp's threads wait for each other spinning, so a hog beside each slows its calls three- to
+fourfold on two quiet cores (0.04 → 0.15 s per completion token), and the slowed half takes three times the quiet one,
+leaving four windows or more before the change; three per thread slowed them tenfold on CI, and its 60-s windows then
+left the change in the second, where no step can be dated."""
 HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass"
 """Busy until the test ends, and then too should the test be killed (its own session outlives it)."""
 HOGGED = 1 / 2
@@ -98,7 +102,10 @@ def test_a_night_slowed_half_way_names_the_slowdown_near_its_start_and_the_same_
     assert set(course["latency"]) == LATENCY and "calls were not streamed" in course["verdict"]
     first = min((f for f in course["findings"] if f["degrades"]), key=lambda f: f["at_s"])
     assert first["measure"] in LATENCY, course["findings"]
-    assert abs(first["at_s"] - hogged_at) <= 2 * width, (first, hogged_at)
+    # Near its start: no earlier than the window the hogs started in, no later than two windows after the first one
+    # they held whole (a call belongs to the window it started in; one started before them runs partly slowed).
+    assert width * (hogged_at // width) <= first["at_s"] <= width * (math.ceil(hogged_at / width) + 2), \
+        (first, hogged_at)
     assert course["verdict"].startswith(f"degraded from {first['clock']}: {first['said']}"), course["verdict"]
     assert quiet["course"]["held"] is True, quiet["course"]["verdict"]
     assert memory(course) == memory(quiet["course"]), (course["verdict"], quiet["course"]["verdict"])
