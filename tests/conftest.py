@@ -14,10 +14,13 @@ from tests.helpers import EXERCISM_SUITE
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Real engines in one xdist group (`--dist loadgroup` runs a group on one worker): two vLLM or llama-server
-    processes at once would starve each other on a 2-core machine."""
+    processes at once would starve each other on a 2-core machine. The tests on a real Ray cluster in another, so its
+    module's one cluster serves them all."""
     for item in items:
         if item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.xdist_group("engines"))
+        elif "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("cluster"))
 
 
 @pytest.fixture
