@@ -12,7 +12,17 @@ import numpy as np
 import pandas as pd
 
 from soak.decisions import energy, sight
-from soak.decisions.drift import MEMORY, MIN_WINDOWS, PASS_RATE, STREAMED, UNSTREAMED, Finding, Measure, findings
+from soak.decisions.drift import (
+    MEMORY,
+    MIN_WINDOWS,
+    PASS_RATE,
+    STREAMED,
+    UNSTREAMED,
+    Finding,
+    Measure,
+    findings,
+    matters,
+)
 from soak.record import series
 from soak.record.schema import MANGLED, MODEL_OUTCOMES
 from soak.record.summary import wilson
@@ -154,7 +164,7 @@ def degraded(found: list[Finding], restarts: list[float], start: float, width: f
     parts = [said(f) + ("" if f.window == first.window else f" from {clock(start + f.window * width, width)}")
              + (" (slow drift)" if f.kind == "trend" else "") for f in worse]
     recovered = [f for f in found if not f.degrades and f.kind == "change" and f.window > first.window
-                 and f.measure.column in {w.measure.column for w in worse}]
+                 and f.measure.column in {w.measure.column for w in worse} and back(f, worse)]
     tail = ""
     if recovered:
         at = start + recovered[0].window * width
@@ -164,6 +174,14 @@ def degraded(found: list[Finding], restarts: list[float], start: float, width: f
     since = ("over the night" if first.kind == "trend" and first.window == 0
              else f"from {clock(start + first.window * width, width)}")
     return f"degraded {since}: {', '.join(parts)}{tail}"
+
+
+def back(eased: Finding, worse: list[Finding]) -> bool:
+    """A change for the better is a recovery only where it brings the measure back to within what matters of its level
+    before it first degraded: a server slowed fourfold whose calls then ran twice as fast as at their worst is still
+    slowed."""
+    before = next(w.before for w in worse if w.measure.column == eased.measure.column)
+    return not matters(eased.measure, before, eased.after)
 
 
 def settled(frame: pd.DataFrame, grown: sight.Growth | None) -> pd.DataFrame:

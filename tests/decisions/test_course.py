@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from soak.decisions.course import course, window_width
+from soak.decisions.course import clock, course, degraded, said, window_width
+from soak.decisions.drift import UNSTREAMED, Finding
 from soak.decisions.sight import unseen
 from soak.record.schema import CallRow, EventRow, SampleRow, TaskRow
 
@@ -181,3 +182,15 @@ def test_a_night_that_held_blind_is_no_evidence_against_one_that_degraded_by_les
     assert caveat.startswith(f"held, but would not have seen {drop['said']} (it would have seen: pass rate −")
     assert caveat.endswith("holding is no evidence it is better")
     assert unseen(sharp, dropped) == unseen(dropped, blind) == ""
+
+
+def test_a_recovery_is_only_a_return_to_where_the_measure_was():
+    """A slowdown that eases but stays severalfold is not "recovered" (a real embedded night slowed by CPU-bound
+    processes: 0.07 → 0.63 s per completion token, then 0.16 while they still ran); a return to within what matters
+    of the level before it is."""
+    per_token = UNSTREAMED[1]
+    slowed = Finding(per_token, "change", 6, 0.07, 0.63, 1e-6)
+    eased = Finding(per_token, "change", 8, 0.63, 0.16, 1e-5)
+    back = Finding(per_token, "change", 8, 0.63, 0.08, 1e-5)
+    assert degraded([slowed, eased], [], START, 15) == f"degraded from {clock(START + 90, 15)}: {said(slowed)}"
+    assert degraded([slowed, back], [], START, 15).endswith(f"; recovered from {clock(START + 120, 15)}")
