@@ -214,6 +214,10 @@ def answer(found: list[Level]) -> Answer:
     measured = [level for level in found if level.measured]
     if not measured:
         return Answer(None, "no answer yet: no level has finished with judged attempts")
+    if not any(level.standing.passes for level in measured):
+        tried = sum(level.standing.attempts for level in measured)
+        return Answer(None, f"no answer: no level solved a task (0 of {tried} attempts passed), so no level can be "
+                            "told to solve more; sweep again with a model and tasks it solves some of")
     base, k = measured[0], repeat_k([level.standing for level in measured])
     held: dict[int, str] = {}
     for level in found:

@@ -85,6 +85,15 @@ def test_no_finished_level_gives_no_answer_and_an_unfinished_next_level_is_said(
     assert verdict.line.endswith("at 4 its night stopped early (error budget: 5 infra errors)")
 
 
+def test_levels_that_solved_nothing_name_no_knee():
+    """A model that solves none of the tasks (the embedded default's 135M model on the bank) leaves every level at
+    0 solved/h: fewer agents are no answer then, and the line says why."""
+    verdict = answer([level(1, 0, 12, 0.0, queued_s=0.0), level(2, 0, 12, 0.0, queued_s=0.0),
+                      level(4, 0, 12, 0.0, queued_s=30.0)])
+    assert verdict.agents is None and verdict.limit == ""
+    assert verdict.line.startswith("no answer: no level solved a task (0 of 36 attempts passed)")
+
+
 # --- the sweep file's levels ------------------------------------------------------------------------------------
 
 
