@@ -482,6 +482,47 @@ def test_llama_server_keeps_more_sessions_warm_when_its_cache_ram_grows(tmp_path
     assert 1 <= measured["16"] < measured["64"], measured
 
 
+
+CAPACITY_TASKS = ["fizzbuzz-rules", "gcd-lcm", "slugify", "pascal-row", "luhn-checksum", "isbn-validate"]
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_a_capacity_sweep_of_llama_server_queues_past_its_slots_and_names_no_knee_where_nothing_is_solved(tmp_path):
+    """Levels 1, 2 and 4 against llama-server with two slots (`--parallel 2`), restarted per level: by the server's own
+    `requests_deferred` gauge no request waits for a slot at one or two agents, and at four they queue, named as
+    what moved. The bundled 135M model solves none of the bank's tasks, so the sweep names no knee and says why (the
+    knee itself, on a server whose truth is known, is tests/night/test_capacity.py's)."""
+    skip_if_unwanted()
+    setup = soak("engine", "setup", "llama-server", cwd=tmp_path, timeout=2400)
+    if setup.returncode != 0:
+        unavailable(f"llama-server cannot be set up here: {setup.stderr.strip()[-500:]}")
+    suite = tmp_path / "suite"
+    for task in CAPACITY_TASKS:
+        shutil.copytree(builtin_tasks_dir() / task, suite / task)
+    config = soak("engine", "config", "llama-server", "--port", str(free_port()), cwd=tmp_path)
+    assert config.returncode == 0, config.stderr
+    up = next(line for line in config.stdout.splitlines() if line.startswith("up = "))
+    base = config.stdout.replace(up, up[:-1] + ' -- --parallel 2"').replace("max_tokens = 768", SHORT_REPLIES)
+    budgets = BUDGETS.replace("max_rounds = 2", "max_rounds = 1").replace("interval_seconds = 2",
+                                                                          "interval_seconds = 0.5")
+    (tmp_path / "soak.toml").write_text('mode = "direct"\n' + base + budgets)
+    (tmp_path / "sweep.toml").write_text(f'base = "soak.toml"\nsuite = "dir:{suite}"\ncanary_share = 0\n'
+                                         f"concurrency = [1, 2, 4]\ntasks = {len(CAPACITY_TASKS)}\n")
+    result = soak("sweep", "sweep.toml", "--sweep-id", "slots", "--quiet", cwd=tmp_path, timeout=1800)
+    report = soak("report", "slots", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    capacity = json.loads((tmp_path / "reports" / "slots" / "summary.json").read_text())["capacity"]
+    by_agents = {row["agents"]: row for row in capacity["rows"]}
+    assert all(by_agents[n]["status"] == "done" for n in (1, 2, 4)), result.stdout[-4000:] + result.stderr[-2000:]
+    # The model rarely passes a task; where it passed none, there is no knee, the line says why and the sweep exits 1.
+    solved = sum(row["passes"] for row in capacity["rows"])
+    assert (capacity["agents"] is None) == (solved == 0) == (result.returncode == 1), (solved, capacity["answer"])
+    assert solved or capacity["answer"].startswith("no answer: no level solved a task"), capacity["answer"]
+    assert by_agents[1]["queued_s"] == 0.0 and by_agents[2]["queued_s"] == 0.0, capacity["rows"]
+    assert by_agents[4]["queued_s"] > 0.2, capacity["rows"]  # two of four agents wait for a slot
+
+
 # --- llama.cpp (llama-cpp-python) ----------------------------------------------------------------
 
 
