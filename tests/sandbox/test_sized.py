@@ -7,11 +7,13 @@ import os
 import resource
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from soak.sandbox import jail
+from soak.sandbox.disk import remove_tree
 from soak.sandbox.jail import MiB, ResourceLimits
 from soak.sandbox.sized import SizedDisk
 from soak.sandbox.visible import JailView, sized
@@ -49,12 +51,15 @@ def kind(request) -> str:
 
 
 @pytest.fixture
-def folders(tmp_path: Path) -> tuple[Path, Path]:
-    """An attempt's workspace (soak.record.layout's name) and a HOME beside it on the host."""
+def folders(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """An attempt's workspace (soak.record.layout's name) and a HOME beside it on the host, removed as the harness
+    removes them: pytest's own cleanup of old temporary folders walks them recursively, and a chain 2,000 deep stops
+    it (a RecursionError at exit) and stays in /tmp."""
     ws, home = tmp_path / "attempt" / "workspace", tmp_path / "home"
     ws.mkdir(parents=True)
     (home / "tmp").mkdir(parents=True)
-    return ws, home
+    yield ws, home
+    remove_tree(tmp_path / "attempt")
 
 
 class Unwatched(SizedDisk):
