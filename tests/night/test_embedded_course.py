@@ -1,11 +1,10 @@
 """The course of the night on the embedded default's real nights (no endpoint: soak's own llama.cpp server on the
 bundled model, whose calls are not streamed). Two nights of the same attempts: on one, CPU-bound processes started
-half-way (once half its attempts are recorded) slow the server severalfold, and the verdict names the
-slowdown in call duration or seconds per token near their start (by two windows past the first they held whole); the
-other holds. The server's
-memory, bounded by its prompt cache, reads alike on both and stays under that bound. A night is a number of attempts,
-not minutes, so that on a slower or busier machine it still holds enough of them for the course's windows; the coder
-alone (`mode = "direct"`) and one test round each make them short."""
+half-way (once half its attempts are recorded) slow the server severalfold, and the verdict names the slowdown in
+call duration or seconds per token near their start (by two windows past the first they held whole); the other
+holds. The server's memory, bounded by its prompt cache, reads alike on both and stays under that bound. A night is a
+number of attempts, not minutes, so that on a slower or busier machine it still holds enough of them for the course's
+windows; the coder alone (`mode = "direct"`) and one test round each make them short."""
 
 import json
 import math

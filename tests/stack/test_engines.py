@@ -482,7 +482,6 @@ def test_llama_server_keeps_more_sessions_warm_when_its_cache_ram_grows(tmp_path
     assert 1 <= measured["16"] < measured["64"], measured
 
 
-
 CAPACITY_TASKS = ["fizzbuzz-rules", "gcd-lcm", "slugify", "pascal-row", "luhn-checksum", "isbn-validate"]
 
 
@@ -490,9 +489,9 @@ CAPACITY_TASKS = ["fizzbuzz-rules", "gcd-lcm", "slugify", "pascal-row", "luhn-ch
 @pytest.mark.slow
 def test_a_capacity_sweep_of_llama_server_queues_past_its_slots_and_names_no_knee_where_nothing_is_solved(tmp_path):
     """Levels 1, 2 and 4 against llama-server with two slots (`--parallel 2`), restarted per level: by the server's own
-    `requests_deferred` gauge no request waits for a slot at one or two agents, and at four they queue, named as
-    what moved. The bundled 135M model solves none of the bank's tasks, so the sweep names no knee and says why (the
-    knee itself, on a server whose truth is known, is tests/night/test_capacity.py's)."""
+    `requests_deferred` gauge no request waits for a slot at one or two agents, and at four they queue. The bundled
+    135M model solves none of the bank's tasks, so the sweep names no knee and says why (the knee itself, on a server
+    whose truth is known, is tests/night/test_capacity.py's)."""
     skip_if_unwanted()
     setup = soak("engine", "setup", "llama-server", cwd=tmp_path, timeout=2400)
     if setup.returncode != 0:
